@@ -1,0 +1,302 @@
+"""Typed, frozen views of the world's rules, loaded from the YAML files in ``world/data``.
+
+Everything that a designer may want to tune (object types, receptacles, resources, recipes,
+region layouts and the dynamics parameters) lives in data. The dynamics parameters are
+versioned (:class:`RulesVersion`) so that the forge can publish new ones at a tick; lazily
+applied dynamics integrate over every version in force since an entity was last touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from world.errors import RulesError
+
+DATA_DIR = Path(__file__).parent / "data"
+SEASONS = ("spring", "summer", "autumn", "winter")
+STATIONS = ("clean", "heat", "cool", "light", "craft", "smelt")
+# Words that separate the parts of an action; no type name may contain them.
+RESERVED_WORDS = frozenset({"from", "in", "on", "with", "to"})
+
+
+@dataclass(frozen=True)
+class ObjectType:
+    """A portable thing: food, tools, tableware, materials, crafted goods."""
+
+    name: str
+    tags: frozenset[str] = frozenset()
+    durability: int | None = None  # uses before a tool breaks; None: never wears
+    stack: int = 1  # most units of this type one inventory slot holds
+    spoil_ticks: int | None = None  # ticks at room temperature from fresh to rotten
+    value: int = 1  # price at a market, in coins
+
+
+@dataclass(frozen=True)
+class ReceptacleType:
+    """A fixed receptacle: shelves, containers, stations, lamps."""
+
+    name: str
+    preposition: str = "in"  # "in" or "on": how things are put into it
+    openable: bool = False
+    toggleable: bool = False
+    station: str | None = None  # one of STATIONS
+    capacity: int = 12
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """A fixed source of things whose stock is consumed by gathering and regrows."""
+
+    name: str
+    yields: str  # object type produced by one gather
+    tool: str  # tag the tool used to gather must carry
+    stock: int  # stock when full
+    regrow_ticks: int  # ticks to regrow one unit (at regrow_rate 1.0)
+    dormant_seasons: frozenset[str] = frozenset()  # seasons without regrowth
+    daylight_only: bool = False  # gathering only works by day
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """``count`` units of ``output`` from ``inputs`` (type -> units), at a station or by hand."""
+
+    output: str
+    inputs: Mapping[str, int]
+    count: int = 1
+    station: str | None = None  # receptacle type that must stand in the place, or None
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Objects that a place template may spawn inside one of its receptacles."""
+
+    type: str
+    receptacles: tuple[str, ...]
+    count: tuple[int, int] = (0, 1)  # inclusive range
+
+
+@dataclass(frozen=True)
+class PlaceTemplate:
+    """What a place of one kind contains when it is generated."""
+
+    kind: str
+    receptacles: Mapping[str, tuple[int, int]]  # type -> inclusive count range
+    objects: tuple[Spawn, ...] = ()
+    resources: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    outdoor: bool = True
+    seasons: frozenset[str] = frozenset(SEASONS)  # seasons in which it can be entered
+
+
+@dataclass(frozen=True)
+class PlaceGroup:
+    """A cluster of places attached to a region's hub.
+
+    ``chain`` links hub - p0 - p1 - ...; ``star`` links hub - p0 and p0 - each other place.
+    ``close`` additionally links the last place of a chain to the first place of that kind.
+    """
+
+    places: tuple[str, ...]
+    count: tuple[int, int] = (1, 1)
+    shape: str = "chain"
+    close: str | None = None
+
+
+@dataclass(frozen=True)
+class RegionTemplate:
+    """A kind of region: its hub (where the roads to the four neighbours leave from) and its
+    clusters of places."""
+
+    kind: str
+    weight: float
+    hub: str
+    groups: tuple[PlaceGroup, ...]
+
+
+@dataclass(frozen=True)
+class RulesVersion:
+    """Dynamics parameters in force from ``since_tick`` on. The forge publishes new versions."""
+
+    version: int = 1
+    since_tick: int = 0
+    day_length: int = 48  # ticks per day; the first half is daylight
+    season_length: int = 1200  # ticks per season; a year is four seasons from spring
+    spoil_rate: float = 1.0  # multiplies every object's spoil speed
+    cold_spoil_factor: float = 0.2  # cooled food spoils at this fraction of the speed
+    temperature_ticks: int = 60  # ticks before a heated or cooled object is at room temperature
+    regrow_rate: float = 1.0  # multiplies every resource's regrowth speed
+    wear_per_use: int = 1  # durability a tool loses per gather
+
+    def season(self, tick: int) -> str:
+        return SEASONS[(tick // self.season_length) % 4]
+
+    def is_day(self, tick: int) -> bool:
+        return tick % self.day_length < self.day_length // 2
+
+    def replace(self, **changes: Any) -> RulesVersion:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Everything static about a world. Dynamics versions live in the world state."""
+
+    objects: Mapping[str, ObjectType]
+    receptacles: Mapping[str, ReceptacleType]
+    resources: Mapping[str, ResourceType]
+    recipes: Mapping[str, Recipe]  # keyed by output
+    places: Mapping[str, PlaceTemplate]
+    regions: Mapping[str, RegionTemplate]
+    dynamics: RulesVersion  # the genesis version
+
+    def kind_of(self, type_name: str) -> str:
+        """``object``, ``receptacle`` or ``resource``."""
+        if type_name in self.objects:
+            return "object"
+        if type_name in self.receptacles:
+            return "receptacle"
+        if type_name in self.resources:
+            return "resource"
+        raise RulesError(f"expected a known type name, got {type_name!r}")
+
+    def recipe_depth(self, output: str) -> int:
+        """Length of the longest chain of recipes below ``output`` (a raw material is 0)."""
+        recipe = self.recipes.get(output)
+        if recipe is None:
+            return 0
+        return 1 + max(self.recipe_depth(name) for name in recipe.inputs)
+
+
+def _range(value: Any) -> tuple[int, int]:
+    if isinstance(value, int):
+        return (value, value)
+    lo, hi = value
+    return (int(lo), int(hi))
+
+
+def _read(name: str, data_dir: Path) -> dict[str, Any]:
+    path = data_dir / name
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise RulesError(f"expected rules file {path}, found none") from exc
+
+
+def load_rules(data_dir: Path = DATA_DIR) -> Rules:
+    """Load and cross-check the rules in ``data_dir``."""
+    things = _read("things.yaml", data_dir)
+    objects = {
+        name: ObjectType(
+            name=name,
+            tags=frozenset(spec.get("tags", ())),
+            durability=spec.get("durability"),
+            stack=spec.get("stack", 1),
+            spoil_ticks=spec.get("spoil_ticks"),
+            value=spec.get("value", 1),
+        )
+        for name, spec in things["objects"].items()
+    }
+    receptacles = {
+        name: ReceptacleType(name=name, **(spec or {}))
+        for name, spec in things["receptacles"].items()
+    }
+    resources = {
+        name: ResourceType(
+            name=name,
+            yields=spec["yields"],
+            tool=spec["tool"],
+            stock=spec["stock"],
+            regrow_ticks=spec["regrow_ticks"],
+            dormant_seasons=frozenset(spec.get("dormant_seasons", ())),
+            daylight_only=spec.get("daylight_only", False),
+        )
+        for name, spec in things["resources"].items()
+    }
+    recipes = {
+        spec["output"]: Recipe(
+            output=spec["output"],
+            inputs=MappingProxyType(dict(spec["inputs"])),
+            count=spec.get("count", 1),
+            station=spec.get("station"),
+        )
+        for spec in _read("recipes.yaml", data_dir)["recipes"]
+    }
+    layout = _read("regions.yaml", data_dir)
+    places = {
+        kind: PlaceTemplate(
+            kind=kind,
+            receptacles={k: _range(v) for k, v in spec.get("receptacles", {}).items()},
+            objects=tuple(
+                Spawn(type=o["type"], receptacles=tuple(o["in"]), count=_range(o.get("count", [0, 1])))
+                for o in spec.get("objects", ())
+            ),
+            resources={k: _range(v) for k, v in spec.get("resources", {}).items()},
+            outdoor=spec.get("outdoor", True),
+            seasons=frozenset(spec.get("seasons", SEASONS)),
+        )
+        for kind, spec in layout["places"].items()
+    }
+    regions = {
+        kind: RegionTemplate(
+            kind=kind,
+            weight=float(spec["weight"]),
+            hub=spec["hub"],
+            groups=tuple(
+                PlaceGroup(
+                    places=tuple(g["places"]),
+                    count=_range(g.get("count", 1)),
+                    shape=g.get("shape", "chain"),
+                    close=g.get("close"),
+                )
+                for g in spec.get("groups", ())
+            ),
+        )
+        for kind, spec in layout["regions"].items()
+    }
+    dynamics = RulesVersion(**_read("dynamics.yaml", data_dir))
+    rules = Rules(objects, receptacles, resources, recipes, places, regions, dynamics)
+    _check(rules)
+    return rules
+
+
+def _check(rules: Rules) -> None:
+    names = [*rules.objects, *rules.receptacles, *rules.resources]
+    if len(names) != len(set(names)):
+        raise RulesError("expected type names unique across objects, receptacles and resources")
+    for name in names:
+        if RESERVED_WORDS & set(name.split()) or not name.replace(" ", "").isalpha():
+            raise RulesError(f"expected a type name of letters without {sorted(RESERVED_WORDS)}, got {name!r}")
+    for r in rules.receptacles.values():
+        if r.preposition not in ("in", "on") or (r.station and r.station not in STATIONS):
+            raise RulesError(f"receptacle {r.name!r}: bad preposition or station")
+    for res in rules.resources.values():
+        if res.yields not in rules.objects:
+            raise RulesError(f"resource {res.name!r} yields unknown object {res.yields!r}")
+    for recipe in rules.recipes.values():
+        unknown = [n for n in (recipe.output, *recipe.inputs) if n not in rules.objects]
+        if unknown or (recipe.station and recipe.station not in rules.receptacles):
+            raise RulesError(f"recipe for {recipe.output!r} names unknown types {unknown or recipe.station}")
+    for place in rules.places.values():
+        for spawn in place.objects:
+            if spawn.type not in rules.objects or not set(spawn.receptacles) <= set(place.receptacles):
+                raise RulesError(f"place {place.kind!r} spawns {spawn.type!r} in unknown receptacles")
+        for kind in (*place.receptacles, *place.resources):
+            rules.kind_of(kind)
+    for region in rules.regions.values():
+        kinds = {region.hub, *(p for g in region.groups for p in g.places)}
+        unknown = [k for k in kinds if k not in rules.places]
+        if unknown:
+            raise RulesError(f"region {region.kind!r} names unknown place kinds {unknown}")
+
+
+@cache
+def default_rules() -> Rules:
+    """The rules shipped with bigworld, loaded once per process."""
+    return load_rules()

@@ -1,0 +1,455 @@
+"""The world as one transaction sees it: lazily loaded entities over a pluggable backend.
+
+A :class:`World` is opened over a :class:`Backend` for one step (or one read). It loads only
+what the step asks for, settles each entity's lazy dynamics as it is loaded, records what
+changed, and hands a :class:`ChangeSet` to the backend on :meth:`World.commit`. The in-memory
+backend here serves tests, scripted agents and the oracle; ``world.store`` maps the same
+protocol onto SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from world import dynamics, worldgen
+from world.entities import Avatar, Place, Region, Thing, region_key, region_of
+from world.errors import UnknownEntityError
+from world.rules import Rules, RulesVersion, default_rules
+
+ORIGIN = "0,0:0"  # where new avatars appear: the hub of region (0, 0)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the append-only event log."""
+
+    tick: int
+    kind: str
+    actor: str | None
+    entities: tuple[str, ...]
+    payload: dict[str, Any]
+
+
+@dataclass
+class WorldMeta:
+    """The world's single row: seed, clock, id counters and dynamics versions."""
+
+    seed: int
+    tick: int = 0
+    next_thing_id: int = 1
+    counters: dict[str, int] = field(default_factory=dict)  # type -> last label number
+    versions: list[RulesVersion] = field(default_factory=list)
+
+    def version_at(self, tick: int) -> RulesVersion:
+        current = self.versions[0]
+        for version in self.versions:
+            if version.since_tick <= tick:
+                current = version
+        return current
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "tick": self.tick,
+            "next_thing_id": self.next_thing_id,
+            "counters": dict(sorted(self.counters.items())),
+            "versions": [dataclasses.asdict(v) for v in self.versions],
+        }
+
+
+@dataclass
+class ChangeSet:
+    """What one transaction changed, for a backend to persist."""
+
+    meta: WorldMeta
+    regions: list[Region] = field(default_factory=list)
+    places: dict[str, Place] = field(default_factory=dict)
+    things: dict[int, Thing] = field(default_factory=dict)
+    removed: set[int] = field(default_factory=set)
+    avatars: dict[str, Avatar] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """Where a world's state lives. Loaders return ``None``/empty for what does not exist."""
+
+    def load_meta(self) -> WorldMeta: ...
+    def load_region(self, rx: int, ry: int) -> Region | None: ...
+    def load_place(self, place: str) -> Place | None: ...
+    def load_things_at(self, place: str) -> list[Thing]: ...
+    def load_inventory(self, avatar: str) -> list[Thing]: ...
+    def load_thing(self, thing: int) -> Thing | None: ...
+    def load_avatar(self, avatar: str) -> Avatar | None: ...
+    def load_avatars_at(self, place: str) -> list[Avatar]: ...
+    def save(self, changes: ChangeSet) -> None: ...
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored entity as (table, canonical row), in a canonical order."""
+        ...
+
+
+def canonical_hash(rows: Iterable[tuple[str, dict[str, Any]]]) -> str:
+    """SHA-256 over canonical JSON rows: equal states hash equal, whatever stores them."""
+    digest = hashlib.sha256()
+    for table, row in rows:
+        digest.update(table.encode())
+        digest.update(json.dumps(row, sort_keys=True, separators=(",", ":")).encode())
+    return digest.hexdigest()
+
+
+class World:
+    """One transaction's view of the world. Not thread-safe; open one per step."""
+
+    def __init__(self, backend: Backend, rules: Rules | None = None) -> None:
+        self.backend = backend
+        self.rules = rules or default_rules()
+        self.meta = backend.load_meta()
+        self._regions: dict[str, Region] = {}
+        self._places: dict[str, Place] = {}
+        self._things: dict[int, Thing] = {}
+        self._avatars: dict[str, Avatar] = {}
+        self._loaded_places: set[str] = set()  # places whose things are all loaded
+        self._loaded_inventories: set[str] = set()
+        self._loaded_crowds: set[str] = set()  # places whose avatars are all loaded
+        self._changes = ChangeSet(meta=self.meta)
+        self._meta_dirty = False
+
+    # -- clock and rules -------------------------------------------------------------------
+    @property
+    def seed(self) -> int:
+        return self.meta.seed
+
+    @property
+    def tick(self) -> int:
+        return self.meta.tick
+
+    @property
+    def dynamics(self) -> RulesVersion:
+        """The dynamics parameters in force now."""
+        return self.meta.version_at(self.meta.tick)
+
+    @property
+    def season(self) -> str:
+        return self.dynamics.season(self.tick)
+
+    def advance(self, ticks: int = 1) -> int:
+        """Move the logical clock forward; returns the new tick."""
+        self.meta.tick += ticks
+        self._meta_dirty = True
+        return self.meta.tick
+
+    def publish_version(self, version: RulesVersion) -> None:
+        """Put new dynamics parameters in force from ``version.since_tick`` (>= now)."""
+        self.meta.versions.append(version)
+        self._meta_dirty = True
+
+    # -- space -----------------------------------------------------------------------------
+    def region(self, rx: int, ry: int) -> Region:
+        """The region at (rx, ry), generated and recorded the first time anything looks."""
+        key = region_key(rx, ry)
+        region = self._regions.get(key) or self.backend.load_region(rx, ry)
+        if region is None:
+            region = self._generate(rx, ry)
+        self._regions[key] = region
+        return region
+
+    def _generate(self, rx: int, ry: int) -> Region:
+        made = worldgen.generate_region(self.rules, self.seed, rx, ry, self.tick, self._allocate)
+        self._changes.regions.append(made.region)
+        for place in made.places:
+            self._places[place.id] = place
+            self._changes.places[place.id] = place
+            self._loaded_places.add(place.id)
+            self._loaded_crowds.add(place.id)
+        for thing in made.things:
+            self._things[thing.id] = thing
+            self._changes.things[thing.id] = thing
+        self.emit(
+            "region_generated",
+            None,
+            [f"region:{made.region.key}"],
+            {"kind": made.region.kind, "places": len(made.places), "things": len(made.things)},
+        )
+        return made.region
+
+    def _allocate(self, type_name: str) -> tuple[int, int]:
+        """A fresh (thing id, label number) pair."""
+        thing_id = self.meta.next_thing_id
+        self.meta.next_thing_id += 1
+        num = self.meta.counters.get(type_name, 0) + 1
+        self.meta.counters[type_name] = num
+        self._meta_dirty = True
+        return thing_id, num
+
+    def place(self, place_id: str) -> Place:
+        place = self._places.get(place_id)
+        if place is not None:
+            return place
+        try:
+            rx, ry = region_of(place_id)
+        except ValueError as exc:
+            raise UnknownEntityError(f"expected a place id like '0,0:3', got {place_id!r}") from exc
+        self.region(rx, ry)
+        place = self._places.get(place_id) or self.backend.load_place(place_id)
+        if place is None:
+            raise UnknownEntityError(f"no place {place_id!r} in this world")
+        self._places[place_id] = place
+        return place
+
+    # -- things ----------------------------------------------------------------------------
+    def _adopt(self, things: Iterable[Thing]) -> None:
+        for thing in things:
+            if thing.id in self._things or thing.id in self._changes.removed:
+                continue
+            self._things[thing.id] = thing
+            if dynamics.settle(thing, self.rules, self.meta, self.tick):
+                self.touch(thing)
+
+    def things_at(self, place_id: str) -> list[Thing]:
+        """Everything lying in a place, inside receptacles or not, ordered by id."""
+        if place_id not in self._loaded_places:
+            self.place(place_id)
+            self._adopt(self.backend.load_things_at(place_id))
+            self._loaded_places.add(place_id)
+        return sorted((t for t in self._things.values() if t.place == place_id), key=_by_id)
+
+    def inventory(self, avatar_id: str) -> list[Thing]:
+        if avatar_id not in self._loaded_inventories:
+            self._adopt(self.backend.load_inventory(avatar_id))
+            self._loaded_inventories.add(avatar_id)
+        return sorted((t for t in self._things.values() if t.holder == avatar_id), key=_by_id)
+
+    def thing(self, thing_id: int) -> Thing:
+        if thing_id not in self._things:
+            found = self.backend.load_thing(thing_id)
+            if found is None or thing_id in self._changes.removed:
+                raise UnknownEntityError(f"no thing with id {thing_id}")
+            self._adopt([found])
+        return self._things[thing_id]
+
+    def find_thing(self, thing_id: int) -> Thing | None:
+        try:
+            return self.thing(thing_id)
+        except UnknownEntityError:
+            return None
+
+    def create_thing(
+        self,
+        type_name: str,
+        *,
+        place: str | None = None,
+        container: int | None = None,
+        holder: str | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> Thing:
+        thing_id, num = self._allocate(type_name)
+        thing = Thing(
+            id=thing_id,
+            type=type_name,
+            kind=self.rules.kind_of(type_name),
+            num=num,
+            place=place,
+            container=container,
+            holder=holder,
+            attrs=attrs if attrs is not None else dynamics.initial_attrs(self.rules, type_name),
+            tick=self.tick,
+        )
+        self._things[thing_id] = thing
+        self.touch(thing)
+        return thing
+
+    def move(
+        self,
+        thing: Thing,
+        *,
+        place: str | None = None,
+        container: int | None = None,
+        holder: str | None = None,
+    ) -> None:
+        """Put a thing in a place (optionally inside a receptacle) or into an avatar's hands."""
+        thing.place, thing.container, thing.holder = place, container, holder
+        self.touch(thing)
+
+    def remove(self, thing: Thing) -> None:
+        """A rule consumed this thing (eaten, crafted into something, burnt)."""
+        self._things.pop(thing.id, None)
+        self._changes.things.pop(thing.id, None)
+        self._changes.removed.add(thing.id)
+
+    def contents(self, receptacle: Thing) -> list[Thing]:
+        assert receptacle.place is not None
+        return [t for t in self.things_at(receptacle.place) if t.container == receptacle.id]
+
+    # -- avatars ---------------------------------------------------------------------------
+    def avatar(self, avatar_id: str) -> Avatar:
+        avatar = self._avatars.get(avatar_id) or self.backend.load_avatar(avatar_id)
+        if avatar is None:
+            raise UnknownEntityError(f"no avatar {avatar_id!r}")
+        self._avatars[avatar_id] = avatar
+        return avatar
+
+    def avatars_at(self, place_id: str) -> list[Avatar]:
+        if place_id not in self._loaded_crowds:
+            for avatar in self.backend.load_avatars_at(place_id):
+                self._avatars.setdefault(avatar.id, avatar)
+            self._loaded_crowds.add(place_id)
+        return sorted((a for a in self._avatars.values() if a.place == place_id), key=lambda a: a.id)
+
+    def add_avatar(self, avatar_id: str, name: str, place: str = ORIGIN) -> Avatar:
+        """Bring a new avatar into the world (an input: it is logged for replay)."""
+        self.place(place)
+        avatar = Avatar(id=avatar_id, name=name, place=place)
+        self._avatars[avatar_id] = avatar
+        self.touch(avatar)
+        self.emit("avatar_joined", avatar_id, [f"avatar:{avatar_id}"], {"name": name, "place": place})
+        return avatar
+
+    # -- changes ---------------------------------------------------------------------------
+    def touch(self, entity: Thing | Avatar | Place) -> None:
+        if isinstance(entity, Thing):
+            self._changes.things[entity.id] = entity
+        elif isinstance(entity, Avatar):
+            self._changes.avatars[entity.id] = entity
+        else:
+            self._changes.places[entity.id] = entity
+
+    def emit(self, kind: str, actor: str | None, entities: Iterable[str], payload: dict[str, Any]) -> Event:
+        event = Event(self.tick, kind, actor, tuple(entities), payload)
+        self._changes.events.append(event)
+        return event
+
+    @property
+    def events(self) -> list[Event]:
+        return list(self._changes.events)
+
+    def commit(self) -> ChangeSet:
+        """Close the transaction: append a ``state`` event with the after-image of every
+        changed entity (the event log alone can then rebuild any entity at any tick) and hand
+        the change set to the backend."""
+        changes = self._changes
+        if changes.things or changes.removed or changes.avatars or changes.places or changes.regions:
+            entities = sorted(
+                {*(f"thing:{i}" for i in (*changes.things, *changes.removed)),
+                 *(f"avatar:{a}" for a in changes.avatars),
+                 *(f"place:{p}" for p in changes.places),
+                 *(f"region:{region_key(*region_of(p))}" for p in changes.places),
+                 *(f"region:{region_key(*region_of(t.place))}" for t in changes.things.values() if t.place)}
+            )
+            self.emit(
+                "state",
+                None,
+                entities,
+                {
+                    "things": [t.row() for t in sorted(changes.things.values(), key=_by_id)],
+                    "removed": sorted(changes.removed),
+                    "avatars": [dataclasses.asdict(a) for a in sorted(changes.avatars.values(), key=lambda a: a.id)],
+                    "places": [dataclasses.asdict(p) for p in sorted(changes.places.values(), key=lambda p: p.id)],
+                },
+            )
+        self.backend.save(changes)
+        self._changes = ChangeSet(meta=self.meta)
+        return changes
+
+    def state_hash(self) -> str:
+        """Canonical hash of everything stored (call after :meth:`commit`)."""
+        return canonical_hash(self.backend.dump())
+
+
+def _by_id(thing: Thing) -> int:
+    return thing.id
+
+
+class MemoryBackend:
+    """Keeps a whole world in dictionaries. Loaders hand out the stored objects themselves,
+    so an in-memory world needs no copying; :meth:`clone` gives an independent copy."""
+
+    def __init__(self, seed: int, rules: Rules | None = None) -> None:
+        rules = rules or default_rules()
+        self.meta = WorldMeta(seed=seed, versions=[rules.dynamics])
+        self.regions: dict[str, Region] = {}
+        self.places: dict[str, Place] = {}
+        self.things: dict[int, Thing] = {}
+        self.avatars: dict[str, Avatar] = {}
+        self.events: list[Event] = []
+        self._at_place: dict[str, set[int]] = {}
+        self._held: dict[str, set[int]] = {}
+        self._where: dict[int, tuple[str | None, str | None]] = {}
+
+    def clone(self) -> MemoryBackend:
+        other = copy.copy(self)
+        other.meta = copy.deepcopy(self.meta)
+        other.places = copy.deepcopy(self.places)
+        other.things = copy.deepcopy(self.things)
+        other.avatars = copy.deepcopy(self.avatars)
+        other.regions = dict(self.regions)
+        other.events = list(self.events)
+        other._at_place = {k: set(v) for k, v in self._at_place.items()}
+        other._held = {k: set(v) for k, v in self._held.items()}
+        other._where = dict(self._where)
+        return other
+
+    def load_meta(self) -> WorldMeta:
+        return self.meta
+
+    def load_region(self, rx: int, ry: int) -> Region | None:
+        return self.regions.get(region_key(rx, ry))
+
+    def load_place(self, place: str) -> Place | None:
+        return self.places.get(place)
+
+    def load_things_at(self, place: str) -> list[Thing]:
+        return [self.things[i] for i in self._at_place.get(place, ())]
+
+    def load_inventory(self, avatar: str) -> list[Thing]:
+        return [self.things[i] for i in self._held.get(avatar, ())]
+
+    def load_thing(self, thing: int) -> Thing | None:
+        return self.things.get(thing)
+
+    def load_avatar(self, avatar: str) -> Avatar | None:
+        return self.avatars.get(avatar)
+
+    def load_avatars_at(self, place: str) -> list[Avatar]:
+        return [a for a in self.avatars.values() if a.place == place]
+
+    def _unindex(self, thing_id: int) -> None:
+        place, holder = self._where.pop(thing_id, (None, None))
+        if place is not None:
+            self._at_place[place].discard(thing_id)
+        if holder is not None:
+            self._held[holder].discard(thing_id)
+
+    def save(self, changes: ChangeSet) -> None:
+        self.meta = changes.meta
+        for region in changes.regions:
+            self.regions[region.key] = region
+        self.places.update(changes.places)
+        self.avatars.update(changes.avatars)
+        for thing_id in changes.removed:
+            self._unindex(thing_id)
+            self.things.pop(thing_id, None)
+        for thing in changes.things.values():
+            self._unindex(thing.id)
+            self.things[thing.id] = thing
+            self._where[thing.id] = (thing.place, thing.holder)
+            if thing.place is not None:
+                self._at_place.setdefault(thing.place, set()).add(thing.id)
+            if thing.holder is not None:
+                self._held.setdefault(thing.holder, set()).add(thing.id)
+        self.events.extend(changes.events)
+
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "world", self.meta.row()
+        for key in sorted(self.regions):
+            yield "region", dataclasses.asdict(self.regions[key])
+        for key in sorted(self.places):
+            yield "place", dataclasses.asdict(self.places[key])
+        for key in sorted(self.things):
+            yield "thing", self.things[key].row()
+        for key in sorted(self.avatars):
+            yield "avatar", dataclasses.asdict(self.avatars[key])
