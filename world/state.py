@@ -117,7 +117,6 @@ class World:
         self._loaded_inventories: set[str] = set()
         self._loaded_crowds: set[str] = set()  # places whose avatars are all loaded
         self._changes = ChangeSet(meta=self.meta)
-        self._meta_dirty = False
 
     # -- clock and rules -------------------------------------------------------------------
     @property
@@ -140,13 +139,11 @@ class World:
     def advance(self, ticks: int = 1) -> int:
         """Move the logical clock forward; returns the new tick."""
         self.meta.tick += ticks
-        self._meta_dirty = True
         return self.meta.tick
 
     def publish_version(self, version: RulesVersion) -> None:
         """Put new dynamics parameters in force from ``version.since_tick`` (>= now)."""
         self.meta.versions.append(version)
-        self._meta_dirty = True
 
     # -- space -----------------------------------------------------------------------------
     def region(self, rx: int, ry: int) -> Region:
@@ -177,13 +174,14 @@ class World:
         )
         return made.region
 
-    def _allocate(self, type_name: str) -> tuple[int, int]:
-        """A fresh (thing id, label number) pair."""
+    def _allocate(self, type_name: str, numbered: bool = True) -> tuple[int, int]:
+        """A fresh thing id and, when ``numbered``, a fresh world-wide label number."""
         thing_id = self.meta.next_thing_id
         self.meta.next_thing_id += 1
-        num = self.meta.counters.get(type_name, 0) + 1
-        self.meta.counters[type_name] = num
-        self._meta_dirty = True
+        num = 0
+        if numbered:
+            num = self.meta.counters.get(type_name, 0) + 1
+            self.meta.counters[type_name] = num
         return thing_id, num
 
     def place(self, place_id: str) -> Place:

@@ -20,7 +20,8 @@ from world.rules import PlaceTemplate, RegionTemplate, Rules
 ORIGIN_KIND = "village"  # region (0, 0) is always a village, so every world starts alike
 ROADS = {"north": (0, 1), "south": (0, -1), "east": (1, 0), "west": (-1, 0)}
 
-Allocate = Callable[[str], tuple[int, int]]  # type name -> (thing id, label number)
+# (type name, whether it needs a world-wide label number) -> (thing id, label number)
+Allocate = Callable[[str, bool], tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,15 @@ def _furnish(rules: Rules, seed: int, place: Place, tick: int, allocate: Allocat
     template = rules.places[place.kind]
     gen = rng.rng(seed, 0, f"place:{place.id}", "contents")
     made: list[Thing] = []
+    fixed_nums: dict[str, int] = {}
 
     def make(type_name: str, container: int | None) -> Thing:
-        thing_id, num = allocate(type_name)
+        # Receptacles and resources never move, so their label numbers count within the
+        # place ("countertop 2"); portable objects need numbers unique in the whole world.
+        portable = rules.kind_of(type_name) == "object"
+        thing_id, num = allocate(type_name, portable)
+        if not portable:
+            num = fixed_nums[type_name] = fixed_nums.get(type_name, 0) + 1
         thing = Thing(
             id=thing_id,
             type=type_name,
@@ -149,6 +156,8 @@ def _furnish(rules: Rules, seed: int, place: Place, tick: int, allocate: Allocat
             host = hosts[int(gen.integers(len(hosts)))]
             obj = make(spawn.type, host.id)
             _vary(rules, obj, gen)
+            if rules.receptacles[host.type].station == "cool":
+                obj.attrs["chilled"] = True
     return made
 
 

@@ -1,0 +1,517 @@
+"""Applying actions: the step function, admissible actions and ALFWorld-style observations.
+
+Every verb has one handler that checks its preconditions and, when asked, applies its effect.
+The admissible actions are exactly the candidate actions whose handler check passes, so the
+list shown to an agent and the rules that judge it can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from world import actions, dynamics
+from world.actions import Action
+from world.entities import Avatar, Place, Thing
+from world.rules import Rules
+from world.state import World
+
+NOTHING = "Nothing happens."
+
+
+@dataclass(frozen=True)
+class Observation:
+    text: str
+    admissible: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What an avatar observes after one action. ``accepted`` is False for ``Nothing happens.``"""
+
+    observation: str
+    admissible: tuple[str, ...]
+    tick: int
+    accepted: bool
+
+
+class Rejected(Exception):
+    """Internal: a well-formed action that is impossible here (the reason goes to the log)."""
+
+
+class View:
+    """What one avatar can see and reach in its place during one step."""
+
+    def __init__(self, world: World, avatar: Avatar) -> None:
+        self.world = world
+        self.rules: Rules = world.rules
+        self.avatar = avatar
+        self.place: Place = world.place(avatar.place)
+        self.things = world.things_at(avatar.place)
+        self.held = world.inventory(avatar.id)
+        self.others = [a for a in world.avatars_at(avatar.place) if a.id != avatar.id]
+        by_id = {t.id: t for t in self.things}
+        self.receptacles = [t for t in self.things if t.kind == "receptacle"]
+        self.resources = [t for t in self.things if t.kind == "resource"]
+        self.visible = [
+            t for t in self.things
+            if t.kind == "object" and t.container is not None and _is_reachable(by_id[t.container])
+        ]  # fmt: skip
+
+    def find(self, label: str | None, pool: list[Thing]) -> Thing:
+        for thing in pool:
+            if thing.label == label:
+                return thing
+        raise Rejected(f"no {label!r} here")
+
+    def contents(self, receptacle: Thing) -> list[Thing]:
+        return [t for t in self.things if t.container == receptacle.id]
+
+    @property
+    def free_slots(self) -> int:
+        return self.avatar.capacity - len(self.held)
+
+
+def _is_reachable(receptacle: Thing) -> bool:
+    return bool(receptacle.attrs.get("open", True))
+
+
+def _article(label: str) -> str:
+    return f"a {label}"
+
+
+def _listing(things: list[Thing]) -> str:
+    labels = [_article(t.label) for t in things]
+    if not labels:
+        return "nothing"
+    if len(labels) == 1:
+        return labels[0]
+    return ", ".join(labels[:-1]) + f", and {labels[-1]}"
+
+
+def _time_of_day(world: World) -> str:
+    version = world.dynamics
+    part = (world.tick % version.day_length) * 4 // version.day_length
+    return ("morning", "afternoon", "evening", "night")[part]
+
+
+def describe(view: View) -> str:
+    """The ``look`` text of the avatar's place."""
+    world, place = view.world, view.place
+    lines = [
+        f"You are in the {place.name}. It is a {world.season} {_time_of_day(world)}.",
+        f"Looking around you, you see {_listing(view.receptacles + view.resources)}.",
+    ]
+    for receptacle in view.receptacles:
+        lines.append(_receptacle_text(view, receptacle))
+    if view.others:
+        names = ", ".join(a.name for a in view.others)
+        lines.append(f"Also here: {names}.")
+    lines.append(f"From here you can go to {', '.join(place.exits)}.")
+    return " ".join(line for line in lines if line)
+
+
+def _receptacle_text(view: View, receptacle: Thing) -> str:
+    spec = view.rules.receptacles[receptacle.type]
+    if not _is_reachable(receptacle):
+        return f"The {receptacle.label} is closed."
+    inside = view.contents(receptacle)
+    if not inside and not spec.openable:
+        return ""
+    prefix = "On" if spec.preposition == "on" else "In"
+    return f"{prefix} the {receptacle.label}, you see {_listing(inside)}."
+
+
+def _describe_thing(view: View, thing: Thing) -> str:
+    if thing.kind == "receptacle":
+        spec = view.rules.receptacles[thing.type]
+        parts = [_receptacle_text(view, thing) or f"The {thing.label} is empty."]
+        if spec.openable and _is_reachable(thing):
+            parts.insert(0, f"The {thing.label} is open.")
+        if spec.toggleable:
+            parts.append(f"The {thing.label} is {'on' if thing.attrs.get('on') else 'off'}.")
+        return " ".join(parts)
+    if thing.kind == "resource":
+        spec = view.rules.resources[thing.type]
+        stock = int(float(thing.attrs.get("stock", 0)))
+        return f"The {thing.label} has {stock} {spec.yields} left. Gathering it needs a {spec.tool}."
+    attrs = thing.attrs
+    words = ["clean" if attrs.get("clean", True) else "dirty"]
+    if attrs.get("temp") in (dynamics.HOT, dynamics.COLD):
+        words.append(str(attrs["temp"]))
+    text = f"This is a {', '.join(words)} {thing.label}."
+    if "fresh" in attrs:
+        fresh = float(attrs["fresh"])
+        state = "rotten" if fresh <= 0 else "stale" if fresh < 40 else "fresh"
+        text += f" It is {state}."
+    if "durability" in attrs:
+        text += " It is broken." if attrs.get("broken") else f" It has {attrs['durability']} uses left."
+    if int(attrs.get("quantity", 1)) > 1:
+        text += f" There are {attrs['quantity']} of them."
+    return text
+
+
+# -- handlers: check, and apply when ``apply`` is true; return the feedback text ----------
+Handler = Callable[[View, Action, bool], str]
+
+
+def _look(view: View, action: Action, apply: bool) -> str:
+    return describe(view)
+
+
+def _inventory(view: View, action: Action, apply: bool) -> str:
+    if not view.held:
+        return "You are not carrying anything."
+    return f"You are carrying: {_listing(view.held)}."
+
+
+def _wait(view: View, action: Action, apply: bool) -> str:
+    return "You wait."
+
+
+def _go(view: View, action: Action, apply: bool) -> str:
+    target_id = view.place.exits.get(action.obj or "")
+    if target_id is None:
+        raise Rejected(f"no exit {action.obj!r} from {view.place.name}")
+    world = view.world
+    if not apply:
+        # Enterability of a place in another region is decided when moving (generating the
+        # region just to list exits would make every look at a hub touch four regions).
+        target_kind = _known_kind(world, target_id)
+        if target_kind is not None and world.season not in world.rules.places[target_kind].seasons:
+            raise Rejected("out of season")
+        return ""
+    target = world.place(target_id)
+    if world.season not in world.rules.places[target.kind].seasons:
+        raise Rejected(f"{target.name} cannot be entered in {world.season}")
+    if int(target.attrs.get("flooded_until", -1) or -1) > world.tick:
+        raise Rejected(f"{target.name} is flooded")
+    view.avatar.place = target.id
+    world.touch(view.avatar)
+    arrived = View(world, view.avatar)
+    return f"You arrive at the {target.name}. {describe(arrived)}"
+
+
+def _known_kind(world: World, place_id: str) -> str | None:
+    place = world._places.get(place_id)  # noqa: SLF001 - cheap peek at loaded places only
+    return place.kind if place is not None else None
+
+
+def _openable(view: View, action: Action) -> Thing:
+    receptacle = view.find(action.obj, view.receptacles)
+    if not view.rules.receptacles[receptacle.type].openable:
+        raise Rejected(f"{receptacle.label} does not open")
+    return receptacle
+
+
+def _open(view: View, action: Action, apply: bool) -> str:
+    receptacle = _openable(view, action)
+    if receptacle.attrs.get("open"):
+        raise Rejected("already open")
+    if apply:
+        receptacle.attrs["open"] = True
+        view.world.touch(receptacle)
+    return f"You open the {receptacle.label}. In it, you see {_listing(view.contents(receptacle))}."
+
+
+def _close(view: View, action: Action, apply: bool) -> str:
+    receptacle = _openable(view, action)
+    if not receptacle.attrs.get("open"):
+        raise Rejected("already closed")
+    if apply:
+        receptacle.attrs["open"] = False
+        view.world.touch(receptacle)
+    return f"You close the {receptacle.label}."
+
+
+def _take(view: View, action: Action, apply: bool) -> str:
+    receptacle = view.find(action.target, view.receptacles)
+    thing = view.find(action.obj, view.visible)
+    if thing.container != receptacle.id:
+        raise Rejected(f"{thing.label} is not in {receptacle.label}")
+    if view.free_slots < 1:
+        raise Rejected("hands full")
+    if apply:
+        thing.attrs.pop("chilled", None)
+        view.world.move(thing, holder=view.avatar.id)
+    return f"You pick up the {thing.label} from the {receptacle.label}."
+
+
+def _put(view: View, action: Action, apply: bool) -> str:
+    prep, _, label = (action.target or "").partition(" ")
+    thing = view.find(action.obj, view.held)
+    receptacle = view.find(label, view.receptacles)
+    spec = view.rules.receptacles[receptacle.type]
+    if prep != "in/on" and prep != spec.preposition:
+        raise Rejected(f"things go {spec.preposition} the {receptacle.label}")
+    if not _is_reachable(receptacle):
+        raise Rejected(f"{receptacle.label} is closed")
+    if len(view.contents(receptacle)) >= spec.capacity:
+        raise Rejected(f"{receptacle.label} is full")
+    if apply:
+        if spec.station == "cool":
+            thing.attrs["chilled"] = True
+        view.world.move(thing, place=view.place.id, container=receptacle.id)
+    return f"You put the {thing.label} {spec.preposition} the {receptacle.label}."
+
+
+def _station(view: View, action: Action, station: str, tag: str) -> tuple[Thing, Thing]:
+    thing = view.find(action.obj, view.held)
+    receptacle = view.find(action.target, view.receptacles)
+    if view.rules.receptacles[receptacle.type].station != station:
+        raise Rejected(f"{receptacle.label} cannot {action.verb}")
+    if tag not in view.rules.objects[thing.type].tags:
+        raise Rejected(f"{thing.label} cannot be {action.verb}ed")
+    return thing, receptacle
+
+
+def _clean(view: View, action: Action, apply: bool) -> str:
+    thing, receptacle = _station(view, action, "clean", "cleanable")
+    if apply:
+        thing.attrs["clean"] = True
+        view.world.touch(thing)
+    return f"You clean the {thing.label} using the {receptacle.label}."
+
+
+def _temper(view: View, action: Action, apply: bool, temp: str) -> str:
+    station, tag = ("heat", "heatable") if temp == dynamics.HOT else ("cool", "coolable")
+    thing, receptacle = _station(view, action, station, tag)
+    if apply:
+        world = view.world
+        thing.attrs["temp"] = temp
+        thing.attrs["temp_until"] = dynamics.temperature_until(world.dynamics, world.tick)
+        world.touch(thing)
+    return f"You {action.verb} the {thing.label} using the {receptacle.label}."
+
+
+def _use(view: View, action: Action, apply: bool) -> str:
+    receptacle = view.find(action.obj, view.receptacles)
+    if not view.rules.receptacles[receptacle.type].toggleable:
+        raise Rejected(f"{receptacle.label} cannot be switched")
+    on = not receptacle.attrs.get("on")
+    if apply:
+        receptacle.attrs["on"] = on
+        view.world.touch(receptacle)
+    return f"You turn {'on' if on else 'off'} the {receptacle.label}."
+
+
+def _examine(view: View, action: Action, apply: bool) -> str:
+    pool = view.receptacles + view.resources + view.visible + view.held
+    return _describe_thing(view, view.find(action.obj, pool))
+
+
+def _gather(view: View, action: Action, apply: bool) -> str:
+    world = view.world
+    resource = view.find(action.obj, view.resources)
+    tool = view.find(action.target, view.held)
+    spec = world.rules.resources[resource.type]
+    if spec.tool not in world.rules.objects[tool.type].tags or tool.attrs.get("broken"):
+        raise Rejected(f"{tool.label} cannot gather from {resource.label}")
+    if float(resource.attrs.get("stock", 0)) < 1:
+        raise Rejected(f"{resource.label} is exhausted")
+    if spec.daylight_only and not world.dynamics.is_day(world.tick):
+        raise Rejected("too dark")
+    stack = _stack_for(view, spec.yields)
+    if stack is None and view.free_slots < 1:
+        raise Rejected("hands full")
+    if apply:
+        resource.attrs["stock"] = round(float(resource.attrs["stock"]) - 1, 3)
+        world.touch(resource)
+        _wear(world, tool)
+        if stack is not None:
+            stack.attrs["quantity"] = int(stack.attrs.get("quantity", 1)) + 1
+            world.touch(stack)
+        else:
+            world.create_thing(spec.yields, holder=view.avatar.id)
+    return f"You gather a {spec.yields} from the {resource.label} with the {tool.label}."
+
+
+def _stack_for(view: View, type_name: str) -> Thing | None:
+    """A held stack of ``type_name`` with room for one more unit, if any."""
+    limit = view.rules.objects[type_name].stack
+    for thing in view.held:
+        if thing.type == type_name and int(thing.attrs.get("quantity", 1)) < limit:
+            return thing
+    return None
+
+
+def _wear(world: World, tool: Thing) -> None:
+    if "durability" not in tool.attrs:
+        return
+    left = max(0, int(tool.attrs["durability"]) - world.dynamics.wear_per_use)
+    tool.attrs["durability"] = left
+    if left == 0:
+        tool.attrs["broken"] = True
+    world.touch(tool)
+
+
+def _craft(view: View, action: Action, apply: bool) -> str:
+    rules, world = view.rules, view.world
+    recipe = rules.recipes.get(action.obj or "")
+    if recipe is None:
+        raise Rejected(f"no recipe for {action.obj!r}")
+    if recipe.station and not any(r.type == recipe.station for r in view.receptacles):
+        raise Rejected(f"needs a {recipe.station}")
+    consumed: list[tuple[Thing, int]] = []  # (thing, units taken)
+    for type_name, units in sorted(recipe.inputs.items()):
+        need = units
+        for thing in view.held:
+            if thing.type != type_name or need == 0 or dynamics.is_rotten(thing):
+                continue
+            take = min(need, int(thing.attrs.get("quantity", 1)))
+            consumed.append((thing, take))
+            need -= take
+        if need:
+            raise Rejected(f"missing {need} {type_name}")
+    emptied = sum(1 for t, n in consumed if n == int(t.attrs.get("quantity", 1)))
+    spec = rules.objects[recipe.output]
+    slots = 1 if spec.stack >= recipe.count else recipe.count
+    if view.free_slots + emptied < slots:
+        raise Rejected("hands full")
+    if apply:
+        for thing, take in consumed:
+            left = int(thing.attrs.get("quantity", 1)) - take
+            if left:
+                thing.attrs["quantity"] = left
+                world.touch(thing)
+            else:
+                world.remove(thing)
+        if slots == 1:
+            made = world.create_thing(recipe.output, holder=view.avatar.id)
+            made.attrs["quantity"] = recipe.count
+        else:
+            for _ in range(recipe.count):
+                world.create_thing(recipe.output, holder=view.avatar.id)
+    return f"You craft {recipe.count} {recipe.output}."
+
+
+def _give(view: View, action: Action, apply: bool) -> str:
+    thing = view.find(action.obj, view.held)
+    other = next((a for a in view.others if a.name.lower() == action.target), None)
+    if other is None:
+        raise Rejected(f"nobody called {action.target!r} here")
+    if len(view.world.inventory(other.id)) >= other.capacity:
+        raise Rejected(f"{other.name}'s hands are full")
+    if apply:
+        view.world.move(thing, holder=other.id)
+    return f"You give the {thing.label} to {other.name}."
+
+
+def _eat(view: View, action: Action, apply: bool) -> str:
+    thing = view.find(action.obj, view.held)
+    if "edible" not in view.rules.objects[thing.type].tags or dynamics.is_rotten(thing):
+        raise Rejected(f"{thing.label} is not edible")
+    if apply:
+        quantity = int(thing.attrs.get("quantity", 1))
+        if quantity > 1:
+            thing.attrs["quantity"] = quantity - 1
+            view.world.touch(thing)
+        else:
+            view.world.remove(thing)
+    return f"You eat the {thing.label}."
+
+
+HANDLERS: dict[str, Handler] = {
+    "look": _look,
+    "inventory": _inventory,
+    "wait": _wait,
+    "go": _go,
+    "open": _open,
+    "close": _close,
+    "take": _take,
+    "put": _put,
+    "clean": _clean,
+    "heat": lambda v, a, apply: _temper(v, a, apply, dynamics.HOT),
+    "cool": lambda v, a, apply: _temper(v, a, apply, dynamics.COLD),
+    "use": _use,
+    "examine": _examine,
+    "gather": _gather,
+    "craft": _craft,
+    "give": _give,
+    "eat": _eat,
+}
+
+
+def candidates(view: View) -> Iterator[Action]:
+    """Every action worth checking in this view, in a stable order."""
+    yield Action("look")
+    yield Action("inventory")
+    for label in view.place.exits:
+        yield Action("go", label)
+    for r in view.receptacles:
+        yield Action("open", r.label)
+        yield Action("close", r.label)
+    for t in view.visible:
+        yield Action("take", t.label, next(r.label for r in view.receptacles if r.id == t.container))
+    for t in view.held:
+        for r in view.receptacles:
+            yield Action("put", t.label, f"{view.rules.receptacles[r.type].preposition} {r.label}")
+        for r in view.receptacles:
+            for verb in ("clean", "heat", "cool"):
+                yield Action(verb, t.label, r.label)
+        for other in view.others:
+            yield Action("give", t.label, other.name.lower())
+        yield Action("eat", t.label)
+    for r in view.receptacles:
+        yield Action("use", r.label)
+    for resource in view.resources:
+        for tool in view.held:
+            yield Action("gather", resource.label, tool.label)
+    for output in sorted(view.rules.recipes):
+        yield Action("craft", output)
+    for t in view.receptacles + view.resources + view.visible + view.held:
+        yield Action("examine", t.label)
+    yield Action("wait")
+
+
+def admissible(view: View) -> tuple[str, ...]:
+    allowed = []
+    for action in candidates(view):
+        try:
+            HANDLERS[action.verb](view, action, False)
+        except Rejected:
+            continue
+        allowed.append(action.text)
+    return tuple(allowed)
+
+
+def observe(world: World, avatar_id: str) -> Observation:
+    """Look around without acting: no tick passes and nothing changes."""
+    view = View(world, world.avatar(avatar_id))
+    return Observation(describe(view), admissible(view))
+
+
+def step(world: World, avatar_id: str, text: str) -> StepResult:
+    """Apply one action of one avatar: validate, advance the tick, apply, log.
+
+    Raises ``ActionError`` for malformed text and ``UnknownEntityError`` for an unknown
+    avatar, both before anything changes. Does not commit.
+    """
+    normal = actions.validate(text)
+    avatar = world.avatar(avatar_id)
+    tick = world.advance()
+    view = View(world, avatar)
+    action = actions.parse(normal)
+    accepted = True
+    try:
+        if action is None:
+            raise Rejected("not in the action grammar")
+        feedback = HANDLERS[action.verb](view, action, True)
+    except Rejected as reason:
+        accepted, feedback = False, NOTHING
+        world.emit("rejected", avatar_id, [f"avatar:{avatar_id}"], {"text": normal, "reason": str(reason)})
+    world.emit(
+        "action",
+        avatar_id,
+        [f"avatar:{avatar_id}", f"place:{view.place.id}"],
+        {"text": normal, "accepted": accepted, "observation": feedback},
+    )
+    after = View(world, avatar)
+    return StepResult(feedback, admissible(after), tick, accepted)
+
+
+def heartbeat(world: World) -> int:
+    """Advance the clock by one tick with no action (logged, so a replay stays exact)."""
+    tick = world.advance()
+    world.emit("tick", None, [], {})
+    return tick
