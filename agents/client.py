@@ -1,0 +1,580 @@
+"""A typed HTTP client for the bigworld server (design §6): sync and async, with safe retries.
+
+Every route is defined once, as a small generator ("flow") that yields the :class:`Request` it
+needs and reads the :class:`Reply`; :class:`BigWorldClient` and :class:`AsyncBigWorldClient`
+only differ in how they send a request. Retries (exponential backoff; ``Retry-After`` on 429)
+are safe because the server makes the calls that matter idempotent:
+
+- a step carries its index, so a resent step is either applied once or answered from the record;
+- a resent ``POST /v1/episodes`` whose first try was applied meets a 409 "episode already open",
+  and the client answers with that open episode instead of opening a second one;
+- a resent abandon whose first try was applied meets a 409 and is answered from the record.
+
+Calls that are not idempotent (``create_agent``, ``post_judgments``) are resent only when the
+server cannot have applied them: a refused connection, a 429 or a 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from agents.errors import ClientError, ConflictError, UnreachableError, error_for
+
+T = TypeVar("T")
+Id = int | str
+Record = dict[str, Any]
+"""A server-defined record passed through as decoded JSON: an episode, event, thing, place, task."""
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
+# --- response models (the fields design §6 fixes) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task as the server states it: family, parameters and the text shown to the agent."""
+
+    id: Id
+    family: str
+    params: dict[str, Any]
+    text: str
+
+    @classmethod
+    def from_json(cls, body: Record) -> Task:
+        return cls(
+            id=body["id"],
+            family=body["family"],
+            params=body.get("params") or {},
+            text=body.get("text", ""),
+        )
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    """The answer to beginning an episode: its task and the step-0 observation."""
+
+    episode_id: Id
+    task: Task
+    observation: str
+    admissible_actions: tuple[str, ...]
+    tick: int
+
+    @classmethod
+    def from_json(cls, body: Record) -> EpisodeStart:
+        return cls(
+            episode_id=body["episode_id"],
+            task=Task.from_json(body["task"]),
+            observation=body["observation"],
+            admissible_actions=tuple(body["admissible_actions"]),
+            tick=body["tick"],
+        )
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The answer to one step; ``outcome`` is +1 or -1 once ``done``, else ``None``."""
+
+    step: int
+    observation: str
+    admissible_actions: tuple[str, ...]
+    done: bool
+    success: bool
+    outcome: float | None
+    tick: int
+
+    @classmethod
+    def from_json(cls, body: Record) -> StepResult:
+        return cls(
+            step=body["step"],
+            observation=body["observation"],
+            admissible_actions=tuple(body.get("admissible_actions") or ()),
+            done=bool(body["done"]),
+            success=bool(body["success"]),
+            outcome=body.get("outcome"),
+            tick=body["tick"],
+        )
+
+
+@dataclass(frozen=True)
+class AgentCredentials:
+    """A newly registered agent; the token is shown only this once."""
+
+    id: Id
+    token: str
+    name: str = ""
+    role: str = ""
+
+
+# --- requests, replies and retries ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request. ``resendable``: safe to send again after the server may have applied it
+    (the flow that sent it knows how to read a replay). ``retry``: retry at all."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    resendable: bool = True
+    retry: bool = True
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The final answer to a request. ``maybe_applied``: an earlier try of the same request may
+    have been applied by the server before its answer was lost."""
+
+    status: int
+    body: Any
+    text: str
+    maybe_applied: bool = False
+
+
+Flow = Generator[Request, Reply, T]
+
+# Connection failures where the request never reached the server.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: ``base_delay * 2**(n-1)`` seconds before retry n, at most
+    ``max_delay``, with up to ``jitter`` (a fraction) added; ``Retry-After`` wins when given."""
+
+    attempts: int = 6  # tries in all, the first included
+    base_delay: float = 0.1
+    max_delay: float = 10.0
+    jitter: float = 0.1
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        backoff = min(self.base_delay * 2 ** (retry - 1), self.max_delay)
+        return backoff * (1 + self.jitter * random.random())
+
+
+def _judge_error(request: Request, exc: httpx.TransportError) -> tuple[bool, bool]:
+    """(retry?, may the server have applied it?) after a transport failure."""
+    if isinstance(exc, _NOT_SENT):
+        return request.retry, False
+    return request.retry and request.resendable, True
+
+
+def _judge_status(request: Request, status: int) -> tuple[bool, bool]:
+    """(retry?, may the server have applied it?) after an HTTP answer."""
+    if status in (429, 503):  # refused before anything was applied
+        return request.retry, False
+    if status >= 500:
+        return request.retry and request.resendable, True
+    return False, False
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)  # the HTTP-date form
+        return when.timestamp() - time.time() if when else None
+
+
+def _reply(response: httpx.Response, maybe_applied: bool) -> Reply:
+    try:
+        body = response.json() if response.content else None
+    except ValueError:
+        body = None
+    return Reply(response.status_code, body, response.text, maybe_applied)
+
+
+def _unreachable(request: Request, exc: Exception, maybe_applied: bool) -> UnreachableError:
+    applied = " (it may have been applied)" if maybe_applied else ""
+    return UnreachableError(f"no answer to {request.method} {request.path}{applied}: {exc!r}")
+
+
+# --- the routes, once ------------------------------------------------------------------------
+
+
+def _expect(reply: Reply) -> Any:
+    if reply.status >= 400:
+        raise error_for(reply.status, reply.body, reply.text)
+    return reply.body
+
+
+def _call(request: Request) -> Flow[Any]:
+    reply = yield request
+    return _expect(reply)
+
+
+def _probe(path: str) -> Flow[bool]:
+    reply = yield Request("GET", path, retry=False)
+    return reply.status < 300
+
+
+def _given(**params: Any) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _recorded_step(detail: Record, step: int, action: str) -> Record | None:
+    for row in detail.get("steps") or ():
+        if row.get("step", row.get("index")) == step and row.get("action") == action:
+            return row
+    return None
+
+
+def _start_from_detail(detail: Record) -> EpisodeStart:
+    """An :class:`EpisodeStart` for an open episode read back with ``GET /v1/episodes/{id}``:
+    the latest observation (step 0's, or the last step's) and the task."""
+    steps = detail.get("steps") or []
+    latest = steps[-1] if steps else detail
+    task = detail.get("task") or {"id": detail.get("task_id"), "family": detail.get("family")}
+    return EpisodeStart(
+        episode_id=detail.get("episode_id", detail.get("id")),
+        task=Task.from_json(task),
+        observation=latest.get("observation", ""),
+        admissible_actions=tuple(latest.get("admissible_actions") or ()),
+        tick=latest.get("tick", detail.get("tick", 0)),
+    )
+
+
+def _begin_flow(task_id: Id | None, family: str | None, agent_id: Id | None) -> Flow[EpisodeStart]:
+    reply = yield Request("POST", "/v1/episodes", json=_given(task_id=task_id, family=family))
+    if reply.status == 409 and reply.maybe_applied:
+        # Our own earlier try opened it. The 409 names the open episode; failing that, look it up.
+        details = (reply.body or {}).get("error", {}).get("details") or {}
+        open_id = details.get("episode_id") if isinstance(details, dict) else None
+        if open_id is None and agent_id is not None:
+            page = yield from _call(
+                Request("GET", "/v1/episodes", params={"agent": agent_id, "status": "open"})
+            )
+            open_id = page["items"][0]["id"] if page["items"] else None
+        if open_id is not None:
+            detail = yield from _call(Request("GET", f"/v1/episodes/{open_id}"))
+            return _start_from_detail(detail)
+    return EpisodeStart.from_json(_expect(reply))
+
+
+def _step_flow(episode_id: Id, step: int, action: str) -> Flow[StepResult]:
+    reply = yield Request(
+        "POST", f"/v1/episodes/{episode_id}/steps", json={"step": step, "action": action}
+    )
+    if reply.status == 409 and reply.maybe_applied:
+        # Our earlier try was applied (and perhaps ended the episode): read the recorded answer.
+        detail = yield from _call(Request("GET", f"/v1/episodes/{episode_id}"))
+        recorded = _recorded_step(detail, step, action)
+        if recorded is not None:
+            return StepResult.from_json(recorded)
+    return StepResult.from_json(_expect(reply))
+
+
+def _abandon_flow(episode_id: Id) -> Flow[Record]:
+    reply = yield Request("POST", f"/v1/episodes/{episode_id}/abandon")
+    if reply.status == 409 and reply.maybe_applied:
+        detail = yield from _call(Request("GET", f"/v1/episodes/{episode_id}"))
+        if detail.get("status") != "open":
+            return detail
+    return _expect(reply)
+
+
+def _create_agent_flow(name: str, role: str) -> Flow[AgentCredentials]:
+    body = yield from _call(
+        Request("POST", "/v1/agents", json={"name": name, "role": role}, resendable=False)
+    )
+    return AgentCredentials(
+        id=body["id"], token=body["token"], name=body.get("name", name), role=body.get("role", role)
+    )
+
+
+def _judgments_flow(episode_id: Id, judgments: list[Record]) -> Flow[Any]:
+    return _call(
+        Request("POST", f"/v1/episodes/{episode_id}/judgments", json=judgments, resendable=False)
+    )
+
+
+def _at(at_tick: int | None) -> dict[str, Any]:
+    return _given(at_tick=at_tick)
+
+
+# --- the two clients -------------------------------------------------------------------------
+
+
+@dataclass
+class _Settings:
+    base_url: str
+    token: str | None
+    agent_id: Id | None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+class BigWorldClient:
+    """A blocking client. ``agent_id`` (optional) lets a retried begin find its open episode
+    even if the server's 409 does not name it. Use as a context manager or call :meth:`close`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_SERVER,
+        token: str | None = None,
+        *,
+        agent_id: Id | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = _Settings(base_url.rstrip("/"), token, agent_id, retry or RetryPolicy())
+        self._http = httpx.Client(
+            base_url=self.settings.base_url,
+            timeout=timeout,
+            headers=self.settings.headers(),
+            transport=transport,
+        )
+        self._sleep = sleep
+
+    def __enter__(self) -> BigWorldClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def send(self, request: Request) -> Reply:
+        """Send one request, retrying as its flags and the :class:`RetryPolicy` allow."""
+        policy, maybe_applied = self.settings.retry, False
+        for attempt in range(1, policy.attempts + 1):
+            last = attempt == policy.attempts
+            try:
+                response = self._http.request(
+                    request.method, request.path, params=request.params, json=request.json
+                )
+            except httpx.TransportError as exc:
+                retry, applied = _judge_error(request, exc)
+                maybe_applied |= applied
+                if not retry or last:
+                    raise _unreachable(request, exc, maybe_applied) from exc
+                self._sleep(policy.delay(attempt))
+                continue
+            retry, applied = _judge_status(request, response.status_code)
+            if not retry or last:
+                return _reply(response, maybe_applied)
+            maybe_applied |= applied
+            self._sleep(policy.delay(attempt, _retry_after(response)))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def run(self, flow: Flow[T]) -> T:
+        """Drive a flow to its result, sending each request it yields."""
+        try:
+            request = next(flow)
+            while True:
+                request = flow.send(self.send(request))
+        except StopIteration as stop:
+            return stop.value
+
+    def _pages(self, path: str, params: dict[str, Any]) -> Iterator[Record]:
+        params = _given(**params)
+        while True:
+            page = self.run(_call(Request("GET", path, params=params)))
+            yield from page["items"]
+            if not page.get("next_cursor"):
+                return
+            params = {**params, "cursor": page["next_cursor"]}
+
+    def healthz(self) -> bool:
+        return self.run(_probe("/healthz"))
+
+    def readyz(self) -> bool:
+        return self.run(_probe("/readyz"))
+
+    def world(self) -> Record:
+        return self.run(_call(Request("GET", "/v1/world")))
+
+    def create_agent(self, name: str, role: str) -> AgentCredentials:
+        return self.run(_create_agent_flow(name, role))
+
+    def begin_episode(self, task_id: Id | None = None, family: str | None = None) -> EpisodeStart:
+        return self.run(_begin_flow(task_id, family, self.settings.agent_id))
+
+    def step(self, episode_id: Id, step: int, action: str) -> StepResult:
+        return self.run(_step_flow(episode_id, step, action))
+
+    def abandon(self, episode_id: Id) -> Record:
+        return self.run(_abandon_flow(episode_id))
+
+    def episode(self, episode_id: Id) -> Record:
+        return self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
+
+    def episodes(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
+        """Every episode matching ``filters`` (the route's query parameters), page by page."""
+        return self._pages("/v1/episodes", {**filters, "limit": page_size})
+
+    def events(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
+        """Every event matching ``filters`` (the route's query parameters), page by page."""
+        return self._pages("/v1/events", {**filters, "limit": page_size})
+
+    def thing(self, thing_id: Id, at_tick: int | None = None) -> Record:
+        return self.run(_call(Request("GET", f"/v1/things/{thing_id}", params=_at(at_tick))))
+
+    def place(self, place_id: Id, at_tick: int | None = None) -> Record:
+        return self.run(_call(Request("GET", f"/v1/places/{place_id}", params=_at(at_tick))))
+
+    def tasks(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
+        return self._pages("/v1/tasks", {**filters, "limit": page_size})
+
+    def task(self, task_id: Id) -> Record:
+        return self.run(_call(Request("GET", f"/v1/tasks/{task_id}")))
+
+    def post_judgments(self, episode_id: Id, judgments: list[Record]) -> Any:
+        return self.run(_judgments_flow(episode_id, judgments))
+
+
+class AsyncBigWorldClient:
+    """The asyncio twin of :class:`BigWorldClient`: same methods, awaited; lists are async
+    iterators."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_SERVER,
+        token: str | None = None,
+        *,
+        agent_id: Id | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = _Settings(base_url.rstrip("/"), token, agent_id, retry or RetryPolicy())
+        self._http = httpx.AsyncClient(
+            base_url=self.settings.base_url,
+            timeout=timeout,
+            headers=self.settings.headers(),
+            transport=transport,
+        )
+        self._sleep = sleep
+
+    async def __aenter__(self) -> AsyncBigWorldClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def send(self, request: Request) -> Reply:
+        policy, maybe_applied = self.settings.retry, False
+        for attempt in range(1, policy.attempts + 1):
+            last = attempt == policy.attempts
+            try:
+                response = await self._http.request(
+                    request.method, request.path, params=request.params, json=request.json
+                )
+            except httpx.TransportError as exc:
+                retry, applied = _judge_error(request, exc)
+                maybe_applied |= applied
+                if not retry or last:
+                    raise _unreachable(request, exc, maybe_applied) from exc
+                await self._sleep(policy.delay(attempt))
+                continue
+            retry, applied = _judge_status(request, response.status_code)
+            if not retry or last:
+                return _reply(response, maybe_applied)
+            maybe_applied |= applied
+            await self._sleep(policy.delay(attempt, _retry_after(response)))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def run(self, flow: Flow[T]) -> T:
+        try:
+            request = next(flow)
+            while True:
+                request = flow.send(await self.send(request))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _pages(self, path: str, params: dict[str, Any]) -> AsyncIterator[Record]:
+        params = _given(**params)
+        while True:
+            page = await self.run(_call(Request("GET", path, params=params)))
+            for item in page["items"]:
+                yield item
+            if not page.get("next_cursor"):
+                return
+            params = {**params, "cursor": page["next_cursor"]}
+
+    async def healthz(self) -> bool:
+        return await self.run(_probe("/healthz"))
+
+    async def readyz(self) -> bool:
+        return await self.run(_probe("/readyz"))
+
+    async def world(self) -> Record:
+        return await self.run(_call(Request("GET", "/v1/world")))
+
+    async def create_agent(self, name: str, role: str) -> AgentCredentials:
+        return await self.run(_create_agent_flow(name, role))
+
+    async def begin_episode(
+        self, task_id: Id | None = None, family: str | None = None
+    ) -> EpisodeStart:
+        return await self.run(_begin_flow(task_id, family, self.settings.agent_id))
+
+    async def step(self, episode_id: Id, step: int, action: str) -> StepResult:
+        return await self.run(_step_flow(episode_id, step, action))
+
+    async def abandon(self, episode_id: Id) -> Record:
+        return await self.run(_abandon_flow(episode_id))
+
+    async def episode(self, episode_id: Id) -> Record:
+        return await self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
+
+    def episodes(self, *, page_size: int | None = None, **filters: Any) -> AsyncIterator[Record]:
+        return self._pages("/v1/episodes", {**filters, "limit": page_size})
+
+    def events(self, *, page_size: int | None = None, **filters: Any) -> AsyncIterator[Record]:
+        return self._pages("/v1/events", {**filters, "limit": page_size})
+
+    async def thing(self, thing_id: Id, at_tick: int | None = None) -> Record:
+        return await self.run(_call(Request("GET", f"/v1/things/{thing_id}", params=_at(at_tick))))
+
+    async def place(self, place_id: Id, at_tick: int | None = None) -> Record:
+        return await self.run(_call(Request("GET", f"/v1/places/{place_id}", params=_at(at_tick))))
+
+    def tasks(self, *, page_size: int | None = None, **filters: Any) -> AsyncIterator[Record]:
+        return self._pages("/v1/tasks", {**filters, "limit": page_size})
+
+    async def task(self, task_id: Id) -> Record:
+        return await self.run(_call(Request("GET", f"/v1/tasks/{task_id}")))
+
+    async def post_judgments(self, episode_id: Id, judgments: list[Record]) -> Any:
+        return await self.run(_judgments_flow(episode_id, judgments))
+
+
+__all__ = [
+    "AgentCredentials",
+    "AsyncBigWorldClient",
+    "BigWorldClient",
+    "ClientError",
+    "ConflictError",
+    "DEFAULT_SERVER",
+    "EpisodeStart",
+    "Reply",
+    "Request",
+    "RetryPolicy",
+    "StepResult",
+    "Task",
+]
