@@ -1,0 +1,286 @@
+"""Retry behaviour of the client against an in-process fake server (httpx MockTransport)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from agents.client import AsyncBigWorldClient, BigWorldClient, RetryPolicy
+from agents.errors import (
+    AuthenticationError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+    UnreachableError,
+)
+
+FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=1.0, jitter=0.0)
+TASK = {"id": "t1", "family": "pick_and_place", "params": {}, "text": "put a mug on the desk"}
+
+
+def error(status: int, code: str, message: str, details: object = None) -> httpx.Response:
+    return httpx.Response(
+        status, json={"error": {"code": code, "message": message, "details": details}}
+    )
+
+
+class FakeEpisodes:
+    """A fake server for one avatar: begin, idempotent steps, episode detail. ``drop`` names
+    requests (``"begin"``, ``"step"``) whose answer is lost once after they were applied."""
+
+    def __init__(self, drop: set[str] = frozenset()) -> None:
+        self.drop = set(drop)
+        self.open: str | None = None
+        self.steps: list[dict] = []
+        self.applied: list[str] = []  # actions the world applied, in order
+        self.begun = 0
+        self.requests: list[tuple[str, str, object]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, request.url.path, body))
+        path = request.url.path
+        if request.method == "POST" and path == "/v1/episodes":
+            if self.open is not None:
+                return error(409, "episode_open", "episode already open", {"episode_id": self.open})
+            self.begun += 1
+            self.open = f"e{self.begun}"
+            return self._maybe_drop("begin", self._start())
+        if request.method == "POST" and path.endswith("/steps"):
+            return self._step(body)
+        if request.method == "GET" and path == f"/v1/episodes/{self.open}":
+            return httpx.Response(
+                200,
+                json={
+                    "id": self.open,
+                    "status": "open",
+                    "task": TASK,
+                    "observation": "You are in the kitchen.",
+                    "admissible_actions": ["look"],
+                    "tick": 7,
+                    "steps": self.steps,
+                },
+            )
+        return error(404, "not_found", f"no route {path}")
+
+    def _start(self) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "episode_id": self.open,
+                "task": TASK,
+                "observation": "You are in the kitchen.",
+                "admissible_actions": ["look"],
+                "tick": 7,
+            },
+        )
+
+    def _step(self, body: dict) -> httpx.Response:
+        index = body["step"]
+        for row in self.steps:
+            if row["step"] == index:
+                return httpx.Response(200, json=row)  # a replay: the recorded answer
+        if index != len(self.steps) + 1:
+            return error(409, "step_out_of_order", f"expected step {len(self.steps) + 1}")
+        self.applied.append(body["action"])
+        row = {
+            "step": index,
+            "action": body["action"],
+            "observation": f"obs {index}",
+            "admissible_actions": ["look", "wait"],
+            "done": False,
+            "success": False,
+            "outcome": None,
+            "tick": 7 + index,
+        }
+        self.steps.append(row)
+        return self._maybe_drop("step", httpx.Response(200, json=row))
+
+    def _maybe_drop(self, what: str, response: httpx.Response) -> httpx.Response:
+        if what in self.drop:
+            self.drop.discard(what)
+            raise httpx.ReadError("connection dropped after the server applied the request")
+        return response
+
+
+def sync_client(handler, sleeps: list[float] | None = None) -> BigWorldClient:
+    return BigWorldClient(
+        "http://bigworld.test",
+        "tok",
+        retry=FAST,
+        transport=httpx.MockTransport(handler),
+        sleep=(sleeps.append if sleeps is not None else lambda s: None),
+    )
+
+
+def test_transient_503_then_success_is_retried_with_backoff():
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) < 3:
+            return error(503, "unavailable", "database unavailable")
+        return httpx.Response(200, json={"tick": 42, "seed": 1})
+
+    sleeps: list[float] = []
+    assert sync_client(handler, sleeps).world()["tick"] == 42
+    assert len(calls) == 3
+    assert sleeps == [0.01, 0.02]  # exponential backoff, no jitter in FAST
+
+
+def test_429_waits_for_retry_after():
+    answers = [
+        httpx.Response(
+            429,
+            headers={"Retry-After": "0.5"},
+            json={"error": {"code": "rate_limited", "message": "slow down", "details": None}},
+        ),
+        httpx.Response(200, json={"tick": 1}),
+    ]
+    sleeps: list[float] = []
+    assert sync_client(lambda r: answers.pop(0), sleeps).world() == {"tick": 1}
+    assert sleeps == [0.5]
+
+
+def test_503_that_never_clears_raises_unavailable_after_all_attempts():
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(503, "unavailable", "database unavailable", {"db": "down"})
+
+    with pytest.raises(UnavailableError) as caught:
+        sync_client(handler).world()
+    assert len(calls) == FAST.attempts
+    assert (caught.value.status, caught.value.code, caught.value.details) == (
+        503,
+        "unavailable",
+        {"db": "down"},
+    )
+
+
+def test_step_replayed_after_dropped_connection_is_applied_once():
+    server = FakeEpisodes(drop={"step"})
+    client = sync_client(server)
+    start = client.begin_episode()
+    result = client.step(start.episode_id, 1, "look")
+    assert server.applied == ["look"]  # the world saw the action once
+    step_posts = [body for method, path, body in server.requests if path.endswith("/steps")]
+    assert step_posts == [{"step": 1, "action": "look"}] * 2  # the same index was resent
+    assert (result.step, result.observation, result.tick) == (1, "obs 1", 8)
+    assert client.step(start.episode_id, 2, "wait").tick == 9  # and the client carries on
+
+
+def test_begin_retried_after_dropped_answer_returns_the_open_episode_not_a_second():
+    server = FakeEpisodes(drop={"begin"})
+    start = sync_client(server).begin_episode(family="pick_and_place")
+    assert server.begun == 1
+    assert start.episode_id == "e1"
+    assert start.task.family == "pick_and_place"
+    assert start.observation == "You are in the kitchen."
+    assert start.admissible_actions == ("look",)
+
+
+def test_begin_conflict_on_first_try_is_an_error():
+    server = FakeEpisodes()
+    client = sync_client(server)
+    client.begin_episode()
+    with pytest.raises(ConflictError) as caught:
+        client.begin_episode()
+    assert caught.value.details == {"episode_id": "e1"}
+    assert server.begun == 1
+
+
+def test_create_agent_is_not_resent_after_a_dropped_answer():
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.ReadError("dropped")
+
+    with pytest.raises(UnreachableError, match="may have been applied"):
+        sync_client(handler).create_agent("a", "policy")
+    assert len(calls) == 1
+
+
+def test_create_agent_is_resent_after_a_refused_connection():
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused")
+        return httpx.Response(201, json={"id": 3, "token": "secret"})
+
+    credentials = sync_client(handler).create_agent("a", "policy")
+    assert (credentials.id, credentials.token, credentials.role) == (3, "secret", "policy")
+    assert len(calls) == 2
+
+
+def test_error_bodies_map_to_the_hierarchy():
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("authorization") != "Bearer tok":
+            return error(401, "unauthorized", "missing token")
+        return error(404, "not_found", "no episode 9", {"id": 9})
+
+    with pytest.raises(NotFoundError) as caught:
+        sync_client(handler).episode(9)
+    assert (caught.value.status, caught.value.code, caught.value.message) == (
+        404,
+        "not_found",
+        "no episode 9",
+    )
+    anonymous = BigWorldClient("http://bigworld.test", transport=httpx.MockTransport(handler))
+    with pytest.raises(AuthenticationError):
+        anonymous.world()
+
+
+def test_lists_follow_cursors_to_the_end():
+    pages = {None: ([1, 2], "c2"), "c2": ([3], "c3"), "c3": ([], None)}
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        params = dict(request.url.params)
+        seen.append(params)
+        items, cursor = pages[params.get("cursor")]
+        return httpx.Response(
+            200, json={"items": [{"id": i} for i in items], "next_cursor": cursor}
+        )
+
+    ids = [e["id"] for e in sync_client(handler).episodes(page_size=2, family="craft")]
+    assert ids == [1, 2, 3]
+    assert seen[0] == {"limit": "2", "family": "craft"}
+    assert seen[1] == {"limit": "2", "family": "craft", "cursor": "c2"}
+
+
+def test_async_client_retries_and_replays_like_the_sync_one():
+    server = FakeEpisodes(drop={"step"})
+    flaky = {"left": 1}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if flaky["left"]:
+            flaky["left"] -= 1
+            return error(503, "unavailable", "database unavailable")
+        return server(request)
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    async def session():
+        async with AsyncBigWorldClient(
+            "http://bigworld.test",
+            "tok",
+            retry=FAST,
+            sleep=sleep,
+            transport=httpx.MockTransport(handler),
+        ) as client:
+            start = await client.begin_episode()
+            return start, await client.step(start.episode_id, 1, "look")
+
+    start, result = asyncio.run(session())
+    assert start.episode_id == "e1"
+    assert server.applied == ["look"]
+    assert (result.step, result.observation) == (1, "obs 1")
