@@ -1,0 +1,121 @@
+"""A Gymnasium ``Env`` over a bigworld server: episodes in one persistent, never-resetting world.
+
+``reset()`` begins a *new episode* in the same world (abandoning this env's open one first); it
+never resets the world. The avatar starts wherever its last episode left it, holding what it
+held, and the world's tick only grows.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from agents.client import BigWorldClient, EpisodeStart, Id, StepResult
+from agents.errors import ConflictError
+
+# Observations and actions are English text; Gymnasium's default charset is alphanumerics only.
+CHARSET = frozenset(string.printable)
+MAX_OBSERVATION = 65_536  # characters
+MAX_ACTION = 512  # characters; the server answers 422 to longer actions (design §6)
+
+
+class BigWorldEnv(gym.Env[str, int | str]):
+    """One avatar's episodes as a Gymnasium environment.
+
+    Observations are the server's text. An action is an index into the current admissible
+    actions (``info["admissible_actions"]``) or the action text itself; the admissible set
+    changes every step, so ``action_space`` is the text space and indices are accepted besides.
+
+    ``step`` returns ``reward`` = the episode's outcome (+1 success, -1 failure) on the step
+    that ends it and 0 before; ``terminated`` when the goal holds, ``truncated`` when the
+    episode ended otherwise (the server's step budget).
+
+    ``reset(options={"task_id": ..., "family": ...})`` asks for a task; ``family`` given to
+    the constructor is the default. ``seed`` only seeds ``np_random`` (the world has its own).
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self, client: BigWorldClient, family: str | None = None, render_mode: str | None = None
+    ) -> None:
+        self.client = client
+        self.family = family
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(MAX_OBSERVATION, min_length=0, charset=CHARSET)
+        self.action_space = spaces.Text(MAX_ACTION, charset=CHARSET)
+        self.episode_id: Id | None = None
+        self.start: EpisodeStart | None = None
+        self._open = False
+        self._step = 0  # the index of the last acknowledged step; begin is step 0
+        self._observation = ""
+        self._admissible: tuple[str, ...] = ()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        self._abandon_open()
+        start = self.client.begin_episode(
+            task_id=options.get("task_id"), family=options.get("family", self.family)
+        )
+        self.start, self.episode_id, self._open, self._step = start, start.episode_id, True, 0
+        self._observation, self._admissible = start.observation, start.admissible_actions
+        return start.observation, {
+            "episode_id": start.episode_id,
+            "task": start.task,
+            "admissible_actions": list(start.admissible_actions),
+            "tick": start.tick,
+            "step": 0,
+        }
+
+    def step(self, action: int | str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not self._open or self.episode_id is None:
+            raise RuntimeError("expected an open episode; call reset() first")
+        result = self.client.step(self.episode_id, self._step + 1, self._action_text(action))
+        self._step, self._observation = result.step, result.observation
+        self._admissible = result.admissible_actions
+        self._open = not result.done
+        reward = float(result.outcome or 0.0) if result.done else 0.0
+        terminated = result.done and result.success
+        truncated = result.done and not result.success
+        return result.observation, reward, terminated, truncated, self._info(result)
+
+    def render(self) -> str | None:
+        return self._observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Abandon this env's open episode, if any, so the avatar is free for another."""
+        self._abandon_open()
+
+    def _action_text(self, action: int | str) -> str:
+        if isinstance(action, str):
+            return action
+        index = int(action)  # numpy integers come from samplers and policies
+        if not 0 <= index < len(self._admissible):
+            raise ValueError(
+                f"expected an action index in [0, {len(self._admissible)}), got {index}"
+            )
+        return self._admissible[index]
+
+    def _abandon_open(self) -> None:
+        if self._open and self.episode_id is not None:
+            try:
+                self.client.abandon(self.episode_id)
+            except ConflictError:
+                pass  # already ended: the server closes episodes left idle too long
+        self._open = False
+
+    def _info(self, result: StepResult) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "admissible_actions": list(result.admissible_actions),
+            "tick": result.tick,
+            "step": result.step,
+            "success": result.success,
+            "outcome": result.outcome,
+        }
