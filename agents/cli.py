@@ -1,0 +1,288 @@
+"""The agent side of the ``bigworld`` command line: ``history`` now; ``agent run``, ``model``,
+``train``, ``demo`` and ``report`` register here as they arrive.
+
+``server.cli`` forwards every command it does not own to :func:`main` with the full argument
+list after ``bigworld`` (``["history", "episodes", "--limit", "5"]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from agents.client import DEFAULT_SERVER, BigWorldClient, Record
+from agents.errors import ClientError
+
+Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+COMMANDS: dict[str, Register] = {}
+"""Top-level command name → function adding its parser (whose ``run`` default is the handler)."""
+
+
+def command(name: str) -> Callable[[Register], Register]:
+    """Register a top-level command group; later issues add ``agent``, ``train``, ``demo``."""
+
+    def decorate(register: Register) -> Register:
+        COMMANDS[name] = register
+        return register
+
+    return decorate
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return its exit status (argparse's 0 for ``--help``, 2 for misuse)."""
+    parser = argparse.ArgumentParser(prog="bigworld", description="bigworld agents and history.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMANDS.values():
+        register(sub)
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        return int(args.run(args) or 0)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+    except ClientError as exc:
+        print(f"bigworld: {exc}", file=sys.stderr)
+        return 1
+
+
+# --- shared options --------------------------------------------------------------------------
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """``--server`` and ``--token``, defaulting to BIGWORLD_SERVER and BIGWORLD_TOKEN."""
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("BIGWORLD_SERVER", DEFAULT_SERVER),
+        help="server URL (env BIGWORLD_SERVER; default %(default)s)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("BIGWORLD_TOKEN"),
+        help="bearer token of any role (env BIGWORLD_TOKEN)",
+    )
+
+
+def client_for(args: argparse.Namespace) -> BigWorldClient:
+    return BigWorldClient(args.server, args.token)
+
+
+# Command-line option → query parameter of the list routes (design §6).
+TICK_FILTERS = {"from_tick": "from_tick", "to_tick": "to_tick"}
+EPISODE_FILTERS = {
+    "agent": "agent",
+    "task": "task",
+    "family": "family",
+    "status": "status",
+    "policy_version": "policy_version",
+    **TICK_FILTERS,
+}
+EVENT_FILTERS = {
+    "kind": "kind",
+    "entity": "entity",
+    "region": "region",
+    "actor": "actor",
+    **TICK_FILTERS,
+}
+
+
+def add_tick_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from-tick", type=int, help="only from this tick on (inclusive)")
+    parser.add_argument("--to-tick", type=int, help="only up to this tick (inclusive)")
+
+
+def add_episode_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", help="agent id")
+    parser.add_argument("--task", help="task id")
+    parser.add_argument("--family", help="task family, e.g. pick_and_place")
+    parser.add_argument("--status", help="open, succeeded, failed or abandoned")
+    parser.add_argument("--policy-version", help="policy version recorded on the steps")
+
+
+def add_event_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kind", help="event kind")
+    parser.add_argument("--entity", help="id of an entity the event touches")
+    parser.add_argument("--region", help="region key, e.g. 0,0")
+    parser.add_argument("--actor", help="acting avatar or agent id")
+
+
+def filters(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
+    given = {param: getattr(args, option, None) for option, param in names.items()}
+    return {param: value for param, value in given.items() if value is not None}
+
+
+# --- history ---------------------------------------------------------------------------------
+
+
+@command("history")
+def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    history = sub.add_parser(
+        "history",
+        help="query and export the world's history",
+        description="Query and export episodes, steps and the event log.",
+    )
+    verbs = history.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    episodes = verbs.add_parser(
+        "episodes",
+        help="list episodes",
+        description="List episodes, newest pages first as the server orders them.",
+    )
+    add_server_options(episodes)
+    add_episode_filters(episodes)
+    add_tick_filters(episodes)
+    add_listing_options(episodes)
+    episodes.set_defaults(run=run_episodes)
+
+    events = verbs.add_parser(
+        "events",
+        help="list the event log",
+        description="List entries of the append-only event log.",
+    )
+    add_server_options(events)
+    add_event_filters(events)
+    add_tick_filters(events)
+    add_listing_options(events)
+    events.set_defaults(run=run_events)
+
+    export = verbs.add_parser(
+        "export",
+        help="export episodes, steps or events to a file",
+        description="Export history to JSONL or Parquet; nested JSON "
+        "fields become JSON strings in Parquet.",
+    )
+    add_server_options(export)
+    export.add_argument("--what", choices=("episodes", "events", "steps"), required=True)
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "parquet"),
+        help="file format (default: from --out's suffix, else jsonl)",
+    )
+    export.add_argument("--out", type=Path, required=True, help="file to write")
+    export.add_argument("--limit", type=int, default=0, help="at most N rows (0: all)")
+    add_episode_filters(export)
+    add_event_filters(export)
+    add_tick_filters(export)
+    export.set_defaults(run=run_export, parser=export)
+
+
+def add_listing_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=50, help="at most N rows (0: all)")
+    parser.add_argument("--format", choices=("table", "jsonl"), default="table")
+
+
+def run_episodes(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        rows = client.episodes(page_size=page_size(args.limit), **filters(args, EPISODE_FILTERS))
+        print_rows(take(rows, args.limit), args.format)
+    return 0
+
+
+def run_events(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        rows = client.events(page_size=page_size(args.limit), **filters(args, EVENT_FILTERS))
+        print_rows(take(rows, args.limit), args.format)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    wrong = EVENT_FILTERS if args.what != "events" else EPISODE_FILTERS
+    misplaced = set(filters(args, wrong)) - set(TICK_FILTERS.values())
+    if misplaced:
+        args.parser.error(f"--what {args.what} takes no {', '.join(sorted(misplaced))} filter")
+    fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "jsonl")
+    with client_for(args) as client:
+        rows = take(export_rows(client, args), args.limit)
+        count = write_parquet(rows, args.out) if fmt == "parquet" else write_jsonl(rows, args.out)
+    print(f"wrote {count} {args.what} to {args.out}", file=sys.stderr)
+    return 0
+
+
+def export_rows(client: BigWorldClient, args: argparse.Namespace) -> Iterator[Record]:
+    size = page_size(args.limit)
+    if args.what == "events":
+        yield from client.events(page_size=size, **filters(args, EVENT_FILTERS))
+        return
+    episodes = client.episodes(page_size=size, **filters(args, EPISODE_FILTERS))
+    if args.what == "episodes":
+        yield from episodes
+        return
+    for summary in episodes:  # steps: one episode at a time, each with its recorded steps
+        detail = client.episode(summary["id"])
+        for step in detail.get("steps") or ():
+            yield {
+                "episode_id": summary["id"],
+                "agent": detail.get("agent_id"),
+                "family": detail.get("family"),
+                "task_id": detail.get("task_id"),
+                **step,
+            }
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def page_size(limit: int) -> int:
+    return min(limit, 500) if limit > 0 else 500
+
+
+def take(rows: Iterable[Record], limit: int) -> Iterator[Record]:
+    return islice(rows, limit) if limit > 0 else iter(rows)
+
+
+def flat(value: Any) -> Any:
+    """A cell value: nested JSON as a JSON string, scalars as they are."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
+
+
+def print_rows(rows: Iterable[Record], fmt: str) -> None:
+    if fmt == "jsonl":
+        for row in rows:
+            print(json.dumps(row, sort_keys=True))
+        return
+    table = [{key: flat(value) for key, value in row.items()} for row in rows]
+    if not table:
+        print("(none)")
+        return
+    columns = list(table[0])
+    cells = [[("" if r.get(c) is None else str(r.get(c)))[:60] for c in columns] for r in table]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    for line in [columns, *cells]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def write_jsonl(rows: Iterable[Record], out: Path) -> int:
+    count = 0
+    with out.open("w", encoding="utf-8") as file:
+        for row in rows:
+            file.write(json.dumps(row, sort_keys=True) + "\n")
+            count += 1
+    return count
+
+
+def write_parquet(rows: Iterable[Record], out: Path) -> int:
+    """Write rows as one Parquet table: nested fields as JSON strings, and a column whose
+    values mix strings with other scalars as strings throughout."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = [{key: flat(value) for key, value in row.items()} for row in rows]
+    columns: dict[str, list[Any]] = {}
+    for row in table:
+        for key in row:
+            columns.setdefault(key, [])
+    for key, values in columns.items():
+        values.extend(row.get(key) for row in table)
+        kinds = {type(v) for v in values if v is not None}
+        if str in kinds and len(kinds) > 1:
+            columns[key] = [None if v is None else str(v) for v in values]
+    pq.write_table(pa.table(columns) if table else pa.table({}), out)
+    return len(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
