@@ -1,0 +1,38 @@
+# bigworld: every target sets itself up on first use.
+#   make install   create .venv (if missing) and install the project, once
+#   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
+#   make test      ruff, then the whole test suite
+#   make bench     run the benchmarks in bench/
+#   make clean     remove the virtual environment and caches (never the world's data)
+
+VENV   := .venv
+PYTHON := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install serve test bench clean
+
+install: $(STAMP)
+
+# Reinstalls when pyproject.toml changes. Without a GPU, torch comes first as the CPU build
+# (pip finds torch==2.13.0 on the machine's disk); otherwise '.[agents]' brings the CUDA one.
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	if ! command -v nvidia-smi >/dev/null 2>&1; then \
+		$(PYTHON) -m pip install --quiet torch==2.13.0; \
+	fi
+	$(PYTHON) -m pip install --quiet -e '.[dev,agents]'
+	touch $(STAMP)
+
+serve: install
+	$(VENV)/bin/bigworld serve
+
+test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+bench: install
+	for script in bench/*.py; do $(PYTHON) "$$script" || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
