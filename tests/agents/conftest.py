@@ -1,0 +1,43 @@
+"""Fixtures for the agent tests: one live server for the session, and a fresh agent per test."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.client import AgentCredentials, BigWorldClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not a package
+from live import LiveServer, live_server  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(tmp_path_factory.mktemp("bigworld-agents")) as running:
+        yield running
+
+
+@pytest.fixture
+def admin(server: LiveServer) -> Iterator[BigWorldClient]:
+    with BigWorldClient(server.url, server.admin_token) as client:
+        yield client
+
+
+def new_agent(admin: BigWorldClient, role: str = "policy") -> AgentCredentials:
+    return admin.create_agent(f"{role}-{uuid.uuid4().hex[:8]}", role)
+
+
+@pytest.fixture
+def agent(admin: BigWorldClient) -> AgentCredentials:
+    """A new policy agent: its own avatar, with no episode open."""
+    return new_agent(admin)
+
+
+@pytest.fixture
+def client(server: LiveServer, agent: AgentCredentials) -> Iterator[BigWorldClient]:
+    with BigWorldClient(server.url, agent.token, agent_id=agent.id) as policy:
+        yield policy
