@@ -1,0 +1,82 @@
+"""Build, save and load policy and reward models.
+
+``init_model`` builds a tiny Qwen2-architecture causal LM from a config (no weights are
+downloaded) with a tokenizer trained on the world's corpus; ``load_model`` loads it, or any
+local Hugging Face checkpoint, through the same ``from_pretrained`` path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from agents.models.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer
+
+KINDS = ("policy", "reward")
+MANIFEST = "bigworld.json"  # kind, version and the spec a model directory was built from
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a tiny model. The defaults give about half a million parameters."""
+
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 4096
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+    seed: int = 0  # weight initialisation
+
+
+def init_model(kind: str, out: Path, spec: ModelSpec = ModelSpec()) -> Path:
+    """Build a tiny model of ``kind`` and its tokenizer into ``out``; returns ``out``."""
+    if kind not in KINDS:
+        raise ValueError(f"expected kind in {KINDS}, got {kind!r}")
+    tokenizer = train_tokenizer(vocab_size=spec.vocab_size)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(spec.seed)
+    model = Qwen2ForCausalLM(config)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    manifest = {
+        "kind": kind,
+        "version": None,
+        "spec": asdict(spec),
+        "parameters": model.num_parameters(),
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return out
+
+
+def load_model(path: Path, device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a model directory (ours or any local Hugging Face checkpoint), offline."""
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,34 @@
+"""A byte-level BPE tokenizer trained on the world's corpus.
+
+Byte-level BPE never needs an unknown token and decodes exactly, so prompts and completions
+round-trip through the tokenizer the trainer uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from world.vocabulary import corpus
+
+SPECIAL_TOKENS = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "pad_token": "<|pad|>"}
+DEFAULT_VOCAB_SIZE = 1024
+
+
+def train_tokenizer(
+    texts: Iterable[str] | None = None, vocab_size: int = DEFAULT_VOCAB_SIZE
+) -> PreTrainedTokenizerFast:
+    """Train on ``texts`` (default: the world's corpus) and wrap for transformers."""
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(texts if texts is not None else corpus(), trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=core, **SPECIAL_TOKENS)
