@@ -35,7 +35,7 @@ def corpus(
     world.commit()
     agents = {avatar_id: RandomAgent(seed + i) for i, avatar_id in enumerate(ids)}
     observations = {avatar_id: engine.observe(world, avatar_id) for avatar_id in ids}
-    for avatar_id, seen in observations.items():
+    for seen in observations.values():
         yield seen.text
     for n in range(steps):
         for avatar_id in ids:
