@@ -1,0 +1,23 @@
+"""Persistence of the world in SQLite or PostgreSQL through SQLAlchemy 2.x (the only SQL in world/)."""
+
+from world.store.backend import SqlBackend, append_events, read_meta
+from world.store.database import (
+    ensure_world,
+    lock_world,
+    make_engine,
+    session_factory,
+    transaction,
+)
+from world.store.errors import StoreError
+
+__all__ = [
+    "SqlBackend",
+    "StoreError",
+    "append_events",
+    "ensure_world",
+    "lock_world",
+    "make_engine",
+    "read_meta",
+    "session_factory",
+    "transaction",
+]

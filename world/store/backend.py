@@ -1,0 +1,281 @@
+"""``SqlBackend``: the world's Backend protocol over SQLAlchemy.
+
+It loads only what a World asks for and saves only what a ChangeSet says changed: upserts of
+the changed rows, deletes of removed things, the world row, and the events with their entity
+index, all in the caller's transaction (it never commits). ``dump`` yields rows identical in
+shape and order to ``MemoryBackend.dump``, so equal states hash equal whatever stores them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from world.entities import Avatar, Place, Region, Thing, region_of
+from world.rules import RulesVersion
+from world.state import ChangeSet, Event, WorldMeta
+from world.store.errors import StoreError
+from world.store.models import (
+    AvatarRow,
+    EventEntityRow,
+    EventRow,
+    PlaceRow,
+    RegionRow,
+    ThingRow,
+    WorldMetaRow,
+)
+
+
+class SqlBackend:
+    """World storage in the session's database. Pass ``meta`` when the caller already holds
+    the world row (from :func:`world.store.database.lock_world`) to save a query.
+
+    Reads go through Core ``select()`` on the tables, not the ORM identity map, so a row
+    written by :meth:`save` is never shadowed by a stale object earlier in the transaction.
+
+    ``MemoryBackend`` hands out its stored objects, so whatever a World does to a loaded
+    entity is stored, touched or not (``dynamics.settle`` moves ``Thing.tick`` forward without
+    touching the thing when no attribute changed). To store exactly the same state, this
+    backend remembers the image of every entity it handed out and also saves those whose
+    image changed.
+    """
+
+    def __init__(self, session: Session, meta: dict[str, Any] | None = None) -> None:
+        self.session = session
+        self._meta_row = dict(meta) if meta is not None else None
+        self._things: dict[int, tuple[Thing, dict[str, Any]]] = {}
+        self._avatars: dict[str, tuple[Avatar, dict[str, Any]]] = {}
+        self._places: dict[str, tuple[Place, dict[str, Any]]] = {}
+
+    def _hand_thing(self, row: Any) -> Thing:
+        thing = _thing(row)
+        self._things[thing.id] = (thing, thing.row())
+        return thing
+
+    def _hand_avatar(self, row: Any) -> Avatar:
+        avatar = _avatar(row)
+        self._avatars[avatar.id] = (avatar, dataclasses.asdict(avatar))
+        return avatar
+
+    def _hand_place(self, row: Any) -> Place:
+        place = _place(row)
+        self._places[place.id] = (place, dataclasses.asdict(place))
+        return place
+
+    # -- loading ---------------------------------------------------------------------------
+    def _rows(self, model: type, *where: Any) -> list[Any]:
+        table = model.__table__  # type: ignore[attr-defined]
+        return list(self.session.execute(select(table).where(*where)).mappings())
+
+    def _meta(self) -> dict[str, Any]:
+        if self._meta_row is None:
+            self._meta_row = read_meta(self.session)
+        return self._meta_row
+
+    def load_meta(self) -> WorldMeta:
+        row = self._meta()
+        return WorldMeta(
+            seed=row["seed"],
+            tick=row["tick"],
+            next_thing_id=row["next_thing_id"],
+            counters=dict(row["counters"]),
+            versions=[RulesVersion(**v) for v in row["versions"]],
+        )
+
+    def load_region(self, rx: int, ry: int) -> Region | None:
+        rows = self._rows(RegionRow, RegionRow.rx == rx, RegionRow.ry == ry)
+        return _region(rows[0]) if rows else None
+
+    def load_place(self, place: str) -> Place | None:
+        rows = self._rows(PlaceRow, PlaceRow.id == place)
+        return self._hand_place(rows[0]) if rows else None
+
+    def load_things_at(self, place: str) -> list[Thing]:
+        return [self._hand_thing(r) for r in self._rows(ThingRow, ThingRow.place == place)]
+
+    def load_inventory(self, avatar: str) -> list[Thing]:
+        return [self._hand_thing(r) for r in self._rows(ThingRow, ThingRow.holder == avatar)]
+
+    def load_thing(self, thing: int) -> Thing | None:
+        rows = self._rows(ThingRow, ThingRow.id == thing)
+        return self._hand_thing(rows[0]) if rows else None
+
+    def load_avatar(self, avatar: str) -> Avatar | None:
+        rows = self._rows(AvatarRow, AvatarRow.id == avatar)
+        return self._hand_avatar(rows[0]) if rows else None
+
+    def load_avatars_at(self, place: str) -> list[Avatar]:
+        return [self._hand_avatar(r) for r in self._rows(AvatarRow, AvatarRow.place == place)]
+
+    # -- saving ----------------------------------------------------------------------------
+    def save(self, changes: ChangeSet) -> None:
+        """Write one transaction's changes with Core statements (upserts, one delete, the
+        world row, the events and their entity index)."""
+        s = self.session
+        things = self._changed(self._things, changes.things, lambda t: t.row(), changes.removed)
+        avatars = self._changed(self._avatars, changes.avatars, dataclasses.asdict)
+        places = self._changed(self._places, changes.places, dataclasses.asdict)
+        if changes.regions:
+            s.execute(
+                _upsert(s, RegionRow, ["rx", "ry"]),
+                [dataclasses.asdict(r) for r in changes.regions],
+            )
+        if places:
+            rows = []
+            for p in places:
+                rx, ry = region_of(p.id)
+                rows.append({**dataclasses.asdict(p), "rx": rx, "ry": ry})
+            s.execute(_upsert(s, PlaceRow, ["id"]), rows)
+        if changes.removed:
+            s.execute(delete(ThingRow).where(ThingRow.id.in_(sorted(changes.removed))))
+        if things:
+            s.execute(_upsert(s, ThingRow, ["id"]), [t.row() for t in things])
+        if avatars:
+            s.execute(_upsert(s, AvatarRow, ["id"]), [dataclasses.asdict(a) for a in avatars])
+        row = self._meta()
+        values: dict[str, Any] = dict(changes.meta.row())
+        if changes.events:
+            values.update(append_events(s, row, changes.events))
+        s.execute(update(WorldMetaRow).where(WorldMetaRow.id == 1).values(**values))
+        row.update(values)
+
+    @staticmethod
+    def _changed(
+        handed: dict[Any, tuple[Any, dict[str, Any]]],
+        touched: dict[Any, Any],
+        image: Any,
+        removed: set[int] | None = None,
+    ) -> list[Any]:
+        """Touched entities plus handed-out ones whose image changed; remembers the new
+        images so that a later save in the same session compares against what is stored."""
+        out = dict(touched)
+        for key, (entity, before) in list(handed.items()):
+            if removed is not None and key in removed:
+                del handed[key]
+            elif key not in out and image(entity) != before:
+                out[key] = entity
+        for key, entity in out.items():
+            handed[key] = (entity, image(entity))
+        return list(out.values())
+
+    # -- dumping ---------------------------------------------------------------------------
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored entity in MemoryBackend's order (strings sorted in Python, so the
+        database collation cannot change the order)."""
+        yield "world", self.load_meta().row()
+        regions = sorted((_region(r) for r in self._rows(RegionRow)), key=lambda r: r.key)
+        for region in regions:
+            yield "region", dataclasses.asdict(region)
+        for place in sorted((_place(r) for r in self._rows(PlaceRow)), key=lambda p: p.id):
+            yield "place", dataclasses.asdict(place)
+        table = ThingRow.__table__
+        result = self.session.execute(
+            select(table).order_by(table.c.id).execution_options(yield_per=5000)
+        ).mappings()
+        for thing in result:
+            yield "thing", _thing(thing).row()
+        for avatar in sorted((_avatar(r) for r in self._rows(AvatarRow)), key=lambda a: a.id):
+            yield "avatar", dataclasses.asdict(avatar)
+
+
+def read_meta(session: Session, *, for_update: bool = False) -> dict[str, Any]:
+    """The world row as a plain dict (``StoreError`` when the world is not initialised)."""
+    table = WorldMetaRow.__table__
+    stmt = select(table).where(table.c.id == 1)
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.execute(stmt).mappings().first()
+    if row is None:
+        raise StoreError(
+            "the world is not initialised (run `bigworld db upgrade`, start the server)"
+        )
+    return dict(row)
+
+
+def append_events(
+    session: Session, meta: dict[str, Any], events: Sequence[Event]
+) -> dict[str, int]:
+    """Append events as one transaction group (the caller holds the world lock); returns the
+    world row's new ``txn_seq``/``last_event_id`` for the caller to write."""
+    txn = meta["txn_seq"] + 1
+    first = meta["last_event_id"] + 1
+    rows, links = [], []
+    for offset, ev in enumerate(events):
+        event_id = first + offset
+        rows.append(
+            {
+                "id": event_id,
+                "txn": txn,
+                "tick": ev.tick,
+                "kind": ev.kind,
+                "actor": ev.actor,
+                "entities": list(ev.entities),
+                "payload": ev.payload,
+            }
+        )
+        links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
+    session.execute(EventRow.__table__.insert(), rows)
+    if links:
+        session.execute(EventEntityRow.__table__.insert(), links)
+    return {"txn_seq": txn, "last_event_id": first + len(rows) - 1}
+
+
+def _upsert(session: Session, model: type, keys: Sequence[str]) -> Any:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE, in the session's dialect."""
+    table = model.__table__  # type: ignore[attr-defined]
+    dialect = session.get_bind().dialect.name
+    stmt = (postgresql if dialect == "postgresql" else sqlite).insert(table)
+    others = [c.name for c in table.columns if c.name not in keys]
+    return stmt.on_conflict_do_update(
+        index_elements=list(keys), set_={name: stmt.excluded[name] for name in others}
+    )
+
+
+def _region(row: Any) -> Region:
+    return Region(
+        rx=row["rx"],
+        ry=row["ry"],
+        kind=row["kind"],
+        n_places=row["n_places"],
+        generated_tick=row["generated_tick"],
+    )
+
+
+def _place(row: Any) -> Place:
+    return Place(
+        id=row["id"],
+        kind=row["kind"],
+        name=row["name"],
+        exits=dict(row["exits"]),
+        outdoor=row["outdoor"],
+        attrs=dict(row["attrs"]),
+    )
+
+
+def _thing(row: Any) -> Thing:
+    return Thing(
+        id=row["id"],
+        type=row["type"],
+        kind=row["kind"],
+        num=row["num"],
+        place=row["place"],
+        container=row["container"],
+        holder=row["holder"],
+        attrs=dict(row["attrs"]),
+        tick=row["tick"],
+    )
+
+
+def _avatar(row: Any) -> Avatar:
+    return Avatar(
+        id=row["id"],
+        name=row["name"],
+        place=row["place"],
+        capacity=row["capacity"],
+        attrs=dict(row["attrs"]),
+    )

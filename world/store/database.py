@@ -1,0 +1,107 @@
+"""Engines, sessions and the world lock, for SQLite and PostgreSQL alike.
+
+SQLite runs in WAL mode with ``synchronous=FULL`` by default: every commit is fsynced, so an
+acknowledged step survives a process kill and a power cut (``NORMAL`` survives the former
+only). The sqlite3 driver's own transaction handling is switched off so that write
+transactions can start with ``BEGIN IMMEDIATE``: the write lock is then taken before anything
+is read, which serialises world transactions exactly like ``SELECT ... FOR UPDATE`` on the
+world row does on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from world.rules import Rules, default_rules
+from world.state import WorldMeta
+from world.store.backend import read_meta
+from world.store.errors import StoreError
+from world.store.models import WorldMetaRow
+
+WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
+
+
+def make_engine(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 20) -> Engine:
+    """An engine for ``url`` with the pragmas and pool this project relies on."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 60}, pool_size=pool_size
+        )
+        _configure_sqlite(engine, sqlite_synchronous)
+        return engine
+    if parsed.drivername == "postgresql":
+        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return create_engine(url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True)
+
+
+def _configure_sqlite(engine: Engine, synchronous: str) -> None:
+    if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
+        raise StoreError(f"expected sqlite synchronous FULL, NORMAL or EXTRA, got {synchronous!r}")
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def is_sqlite(session: Session) -> bool:
+    return session.get_bind().dialect.name == "sqlite"
+
+
+def lock_world(session: Session) -> dict[str, Any]:
+    """Take the world's write lock for the rest of this transaction and return its row.
+
+    Must be the session's first statement: on SQLite the lock is the transaction itself
+    (``BEGIN IMMEDIATE``); on PostgreSQL it is a row lock on the world row. Every transaction
+    that changes the world or appends events holds it, so ticks, thing ids and event ids are
+    handed out one transaction at a time, in commit order.
+    """
+    if session.in_transaction() and is_sqlite(session):
+        raise StoreError("lock_world must open the transaction (it was already begun)")
+    session.connection(execution_options={WRITE_OPTION: True})
+    return read_meta(session, for_update=True)
+
+
+def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> dict[str, Any]:
+    """Create the world row with ``seed`` if there is none; return the (possibly older) row."""
+    table = WorldMetaRow.__table__
+    if session.execute(select(table.c.id).where(table.c.id == 1)).first() is None:
+        rules = rules or default_rules()
+        meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
+        session.execute(table.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
+    return read_meta(session)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
+    """A session whose transaction commits on success and rolls back on error."""
+    with factory() as session:
+        if write:
+            lock_world(session)
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

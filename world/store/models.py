@@ -1,0 +1,224 @@
+"""SQLAlchemy 2.x mapping of the world and everything that happens in it.
+
+World state (``world_meta``, ``regions``, ``places``, ``things``, ``avatars``) answers "what is";
+the append-only ``events`` log (with ``event_entities`` as its index by entity and region)
+answers "what happened". Agents, tasks, episodes, steps and judgments are the server's records.
+The schema itself is owned by the Alembic migrations in ``migrations/``; these classes must
+match them (a test compares the two).
+
+JSON columns use the plain ``JSON`` type everywhere (never JSONB): PostgreSQL's ``json`` keeps
+the text as written, so dict key order (exits, attributes) survives a round trip exactly as in
+the in-memory backend, and replays through either backend stay identical.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite only auto-assigns rowids to a column declared exactly INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+EPISODE_STATUSES = ("open", "succeeded", "failed", "abandoned")
+ROLES = ("admin", "policy", "reward", "trainer", "observer")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+# -- world state ---------------------------------------------------------------------------
+class WorldMetaRow(Base):
+    """The world's single row (id 1): seed, clock and counters.
+
+    ``txn_seq`` and ``last_event_id`` are store bookkeeping, not world state: they number
+    the transactions and events appended under the world lock, so they are not in dumps.
+    """
+
+    __tablename__ = "world_meta"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    tick: Mapped[int] = mapped_column(BigInteger)
+    next_thing_id: Mapped[int] = mapped_column(BigInteger)
+    counters: Mapped[dict[str, Any]]
+    versions: Mapped[list[Any]]
+    txn_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    last_event_id: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+class RegionRow(Base):
+    __tablename__ = "regions"
+
+    rx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ry: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    n_places: Mapped[int] = mapped_column(Integer)
+    generated_tick: Mapped[int] = mapped_column(BigInteger)
+
+
+class PlaceRow(Base):
+    __tablename__ = "places"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    rx: Mapped[int] = mapped_column(Integer)
+    ry: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(128))
+    exits: Mapped[dict[str, Any]]
+    outdoor: Mapped[bool] = mapped_column(Boolean)
+    attrs: Mapped[dict[str, Any]]
+
+    __table_args__ = (Index("ix_places_region", "rx", "ry"),)
+
+
+class ThingRow(Base):
+    __tablename__ = "things"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    type: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    num: Mapped[int] = mapped_column(Integer)
+    place: Mapped[str | None] = mapped_column(String(64), index=True)
+    container: Mapped[int | None] = mapped_column(BigInteger)
+    holder: Mapped[str | None] = mapped_column(String(64), index=True)
+    attrs: Mapped[dict[str, Any]]
+    tick: Mapped[int] = mapped_column(BigInteger)
+
+
+class AvatarRow(Base):
+    __tablename__ = "avatars"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    place: Mapped[str] = mapped_column(String(64), index=True)
+    capacity: Mapped[int] = mapped_column(Integer)
+    attrs: Mapped[dict[str, Any]]
+
+
+# -- the event log -------------------------------------------------------------------------
+class EventRow(Base):
+    """One event; ``txn`` groups the events one world transaction appended."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    txn: Mapped[int] = mapped_column(BigInteger, index=True)
+    tick: Mapped[int] = mapped_column(BigInteger, index=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    actor: Mapped[str | None] = mapped_column(String(64), index=True)
+    entities: Mapped[list[Any]]
+    payload: Mapped[dict[str, Any]]
+
+
+class EventEntityRow(Base):
+    """Index of events by entity ("thing:7", "place:0,0:3", "region:0,0", "avatar:ann")."""
+
+    __tablename__ = "event_entities"
+
+    entity: Mapped[str] = mapped_column(String(96), primary_key=True)
+    event_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("events.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+# -- agents, tasks, episodes ---------------------------------------------------------------
+class AgentRow(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    avatar_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)  # unix seconds (server clock, not world)
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    family: Mapped[str] = mapped_column(String(32), index=True)
+    params: Mapped[dict[str, Any]]
+    text: Mapped[str] = mapped_column(Text)
+    created_tick: Mapped[int] = mapped_column(BigInteger)
+
+
+class EpisodeRow(Base):
+    __tablename__ = "episodes"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"), index=True)
+    avatar_id: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str] = mapped_column(String(64), ForeignKey("tasks.id"), index=True)
+    family: Mapped[str] = mapped_column(String(32), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    outcome: Mapped[int | None] = mapped_column(Integer)
+    budget: Mapped[int] = mapped_column(Integer)
+    last_step: Mapped[int] = mapped_column(Integer)
+    begin_tick: Mapped[int] = mapped_column(BigInteger, index=True)
+    end_tick: Mapped[int | None] = mapped_column(BigInteger)
+    observation: Mapped[str] = mapped_column(Text)  # step 0, as answered at begin
+    admissible: Mapped[list[Any]]
+    updated_at: Mapped[float] = mapped_column(Float)  # unix seconds: for the idle timeout
+
+    __table_args__ = (
+        # At most one open episode per avatar, enforced by the database as well.
+        Index(
+            "uq_episodes_open_avatar",
+            "avatar_id",
+            unique=True,
+            sqlite_where=text("status = 'open'"),
+            postgresql_where=text("status = 'open'"),
+        ),
+    )
+
+
+class StepRow(Base):
+    __tablename__ = "steps"
+
+    episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    action: Mapped[str] = mapped_column(Text)
+    observation: Mapped[str] = mapped_column(Text)
+    admissible: Mapped[list[Any]]
+    tick: Mapped[int] = mapped_column(BigInteger, index=True)
+    done: Mapped[bool] = mapped_column(Boolean)
+    success: Mapped[bool] = mapped_column(Boolean)
+    outcome: Mapped[int | None] = mapped_column(Integer)
+
+
+class JudgmentRow(Base):
+    __tablename__ = "judgments"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
+    score: Mapped[int] = mapped_column(Integer)
+    rationale: Mapped[str] = mapped_column(Text)
+    model_version: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)

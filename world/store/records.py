@@ -1,0 +1,224 @@
+"""Store functions for the server's records: agents, tasks, episodes, steps and judgments.
+
+Every function takes ``*, session`` and never commits: the request (or the tick) that calls
+it owns the transaction. List functions page by id with an opaque cursor (the last id seen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.orm import Session
+
+from world.store.models import AgentRow, EpisodeRow, JudgmentRow, StepRow, TaskRow
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list: rows in id order and the cursor of the next page (or None)."""
+
+    items: list[Any]
+    next_cursor: str | None
+
+
+def page(
+    session: Session, stmt: Select[Any], id_column: Any, *, limit: int, cursor: str | None
+) -> Page:
+    """Keyset pagination: rows after ``cursor`` in ascending ``id_column`` order."""
+    if cursor is not None:
+        stmt = stmt.where(id_column > int(cursor))
+    rows = list(session.scalars(stmt.order_by(id_column).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, str(_id_of(rows[-1], id_column)) if more and rows else None)
+
+
+def _id_of(row: Any, id_column: Any) -> Any:
+    return getattr(row, id_column.key)
+
+
+# -- agents --------------------------------------------------------------------------------
+def add_agent(
+    *, session: Session, name: str, role: str, token_hash: str, avatar_id: str | None, now: float
+) -> AgentRow:
+    agent = AgentRow(
+        name=name, role=role, token_hash=token_hash, avatar_id=avatar_id, created_at=now
+    )
+    session.add(agent)
+    session.flush()
+    return agent
+
+
+def agent_by_token(*, session: Session, token_hash: str) -> AgentRow | None:
+    return session.scalars(select(AgentRow).where(AgentRow.token_hash == token_hash)).first()
+
+
+def agent_by_name(*, session: Session, name: str) -> AgentRow | None:
+    return session.scalars(select(AgentRow).where(AgentRow.name == name)).first()
+
+
+def any_admin(*, session: Session) -> AgentRow | None:
+    return session.scalars(
+        select(AgentRow).where(AgentRow.role == "admin").order_by(AgentRow.id)
+    ).first()
+
+
+# -- tasks ---------------------------------------------------------------------------------
+def save_task(*, session: Session, spec: dict[str, Any], text: str, tick: int) -> TaskRow:
+    """The task row for ``spec`` (its id is the spec's stable hash), created if new."""
+    row = session.get(TaskRow, spec["id"])
+    if row is None:
+        row = TaskRow(
+            id=spec["id"],
+            family=spec["family"],
+            params=spec["params"],
+            text=text,
+            created_tick=tick,
+        )
+        session.add(row)
+        session.flush()
+    return row
+
+
+def get_task(*, session: Session, task_id: str) -> TaskRow | None:
+    return session.get(TaskRow, task_id)
+
+
+def list_tasks(*, session: Session, family: str | None, limit: int, cursor: str | None) -> Page:
+    stmt = select(TaskRow)
+    if family is not None:
+        stmt = stmt.where(TaskRow.family == family)
+    if cursor is not None:
+        stmt = stmt.where(TaskRow.id > cursor)
+    rows = list(session.scalars(stmt.order_by(TaskRow.id).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, rows[-1].id if more and rows else None)
+
+
+def task_stats(*, session: Session, task_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per task: episodes by status (open, succeeded, failed, abandoned)."""
+    stats: dict[str, dict[str, int]] = {t: {} for t in task_ids}
+    if not task_ids:
+        return stats
+    rows = session.execute(
+        select(EpisodeRow.task_id, EpisodeRow.status, func.count())
+        .where(EpisodeRow.task_id.in_(list(task_ids)))
+        .group_by(EpisodeRow.task_id, EpisodeRow.status)
+    )
+    for task_id, status, count in rows:
+        stats[task_id][status] = count
+    return stats
+
+
+# -- episodes and steps --------------------------------------------------------------------
+def add_episode(*, session: Session, **fields: Any) -> EpisodeRow:
+    episode = EpisodeRow(**fields)
+    session.add(episode)
+    session.flush()
+    return episode
+
+
+def get_episode(*, session: Session, episode_id: int) -> EpisodeRow | None:
+    return session.get(EpisodeRow, episode_id)
+
+
+def open_episode(*, session: Session, avatar_id: str) -> EpisodeRow | None:
+    return session.scalars(
+        select(EpisodeRow).where(EpisodeRow.avatar_id == avatar_id, EpisodeRow.status == "open")
+    ).first()
+
+
+def idle_episodes(*, session: Session, before: float) -> list[EpisodeRow]:
+    """Open episodes last touched before ``before`` (unix seconds)."""
+    return list(
+        session.scalars(
+            select(EpisodeRow).where(EpisodeRow.status == "open", EpisodeRow.updated_at < before)
+        )
+    )
+
+
+def end_episode(
+    *, session: Session, episode: EpisodeRow, status: str, outcome: int, tick: int, now: float
+) -> None:
+    episode.status, episode.outcome, episode.end_tick, episode.updated_at = (
+        status,
+        outcome,
+        tick,
+        now,
+    )
+    session.flush()
+
+
+def list_episodes(
+    *,
+    session: Session,
+    agent: int | None = None,
+    task: str | None = None,
+    family: str | None = None,
+    status: str | None = None,
+    from_tick: int | None = None,
+    to_tick: int | None = None,
+    limit: int,
+    cursor: str | None,
+) -> Page:
+    stmt = select(EpisodeRow)
+    if agent is not None:
+        stmt = stmt.where(EpisodeRow.agent_id == agent)
+    if task is not None:
+        stmt = stmt.where(EpisodeRow.task_id == task)
+    if family is not None:
+        stmt = stmt.where(EpisodeRow.family == family)
+    if status is not None:
+        stmt = stmt.where(EpisodeRow.status == status)
+    if from_tick is not None:
+        stmt = stmt.where(EpisodeRow.begin_tick >= from_tick)
+    if to_tick is not None:
+        stmt = stmt.where(EpisodeRow.begin_tick <= to_tick)
+    return page(session, stmt, EpisodeRow.id, limit=limit, cursor=cursor)
+
+
+def get_step(*, session: Session, episode_id: int, step: int) -> StepRow | None:
+    return session.get(StepRow, (episode_id, step))
+
+
+def add_step(*, session: Session, **fields: Any) -> StepRow:
+    row = StepRow(**fields)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def steps_of(*, session: Session, episode_id: int) -> list[StepRow]:
+    return list(
+        session.scalars(
+            select(StepRow).where(StepRow.episode_id == episode_id).order_by(StepRow.step)
+        )
+    )
+
+
+def touch_episode(*, session: Session, episode_id: int, last_step: int, now: float) -> None:
+    session.execute(
+        update(EpisodeRow)
+        .where(EpisodeRow.id == episode_id)
+        .values(last_step=last_step, updated_at=now)
+    )
+
+
+# -- judgments -----------------------------------------------------------------------------
+def add_judgments(*, session: Session, rows: Sequence[dict[str, Any]]) -> list[JudgmentRow]:
+    made = [JudgmentRow(**r) for r in rows]
+    session.add_all(made)
+    session.flush()
+    return made
+
+
+def judgments_of(*, session: Session, episode_id: int) -> list[JudgmentRow]:
+    return list(
+        session.scalars(
+            select(JudgmentRow).where(JudgmentRow.episode_id == episode_id).order_by(JudgmentRow.id)
+        )
+    )
