@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,14 +27,19 @@ def admin(server: LiveServer) -> Iterator[BigWorldClient]:
         yield client
 
 
-def new_agent(admin: BigWorldClient, role: str = "policy") -> AgentCredentials:
-    return admin.create_agent(f"{role}-{uuid.uuid4().hex[:8]}", role)
+@pytest.fixture
+def make_agent(admin: BigWorldClient) -> Callable[..., AgentCredentials]:
+    """Register a new agent of a role (default policy): its own avatar, no episode open."""
+
+    def make(role: str = "policy") -> AgentCredentials:
+        return admin.create_agent(f"{role}-{uuid.uuid4().hex[:8]}", role)
+
+    return make
 
 
 @pytest.fixture
-def agent(admin: BigWorldClient) -> AgentCredentials:
-    """A new policy agent: its own avatar, with no episode open."""
-    return new_agent(admin)
+def agent(make_agent: Callable[..., AgentCredentials]) -> AgentCredentials:
+    return make_agent()
 
 
 @pytest.fixture

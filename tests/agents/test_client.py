@@ -1,9 +1,11 @@
-"""Retry behaviour of the client against an in-process fake server (httpx MockTransport)."""
+"""The client: retries against an in-process fake server (httpx MockTransport), then every
+route against a live server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from itertools import islice
 
 import httpx
 import pytest
@@ -12,9 +14,11 @@ from agents.client import AsyncBigWorldClient, BigWorldClient, RetryPolicy
 from agents.errors import (
     AuthenticationError,
     ConflictError,
+    ForbiddenError,
     NotFoundError,
     UnavailableError,
     UnreachableError,
+    ValidationError,
 )
 
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=1.0, jitter=0.0)
@@ -284,3 +288,119 @@ def test_async_client_retries_and_replays_like_the_sync_one():
     assert start.episode_id == "e1"
     assert server.applied == ["look"]
     assert (result.step, result.observation) == (1, "obs 1")
+
+
+# --- against a live server -------------------------------------------------------------------
+
+
+def test_health_and_world(server, client):
+    assert client.healthz() and client.readyz()
+    world = client.world()
+    assert isinstance(world["tick"], int) and world["tick"] >= 0
+
+
+def test_episode_session_steps_replays_and_conflicts(client, agent):
+    start = client.begin_episode()
+    assert start.observation and start.admissible_actions
+    assert start.task.text and start.task.family
+    action = start.admissible_actions[0]
+    first = client.step(start.episode_id, 1, action)
+    assert first.step == 1 and first.tick > start.tick
+    assert client.step(start.episode_id, 1, action) == first  # a replay: the recorded answer
+    with pytest.raises(ConflictError):
+        client.step(start.episode_id, 3, "look")  # skips index 2
+    second = client.step(start.episode_id, 2, "look")
+    assert second.step == 2 and second.tick > first.tick
+    detail = client.episode(start.episode_id)
+    assert [s.get("step", s.get("index")) for s in detail["steps"]] == [1, 2]
+    assert [s["action"] for s in detail["steps"]] == [action, "look"]
+    client.abandon(start.episode_id)
+    assert client.episode(start.episode_id)["status"] != "open"
+    with pytest.raises(ConflictError):
+        client.step(start.episode_id, 3, "look")  # the episode has ended
+
+
+def test_begin_while_open_conflicts_and_the_world_keeps_its_tick(client):
+    start = client.begin_episode()
+    with pytest.raises(ConflictError):
+        client.begin_episode()
+    client.abandon(start.episode_id)
+    again = client.begin_episode()
+    assert again.episode_id != start.episode_id
+    assert again.tick >= start.tick  # a new episode, the same world
+    client.abandon(again.episode_id)
+
+
+def test_episodes_iterate_every_page(client, agent):
+    opened = []
+    for _ in range(3):
+        start = client.begin_episode()
+        client.abandon(start.episode_id)
+        opened.append(start.episode_id)
+    listed = [e["id"] for e in client.episodes(page_size=1, agent=agent.id)]
+    assert sorted(map(str, listed)) == sorted(map(str, opened))
+
+
+def test_events_things_places_and_tasks(client):
+    start = client.begin_episode()
+    client.step(start.episode_id, 1, start.admissible_actions[0])
+    client.abandon(start.episode_id)
+    events = list(islice(client.events(page_size=5), 12))
+    assert events and all(isinstance(e["tick"], int) for e in events)
+    tasks = list(islice(client.tasks(page_size=2), 3))
+    assert tasks
+    assert client.task(tasks[0]["id"])["id"] == tasks[0]["id"]
+    with pytest.raises(NotFoundError):
+        client.thing("no-such-thing")
+    with pytest.raises(NotFoundError):
+        client.place("no-such-place")
+
+
+def test_roles_and_validation_are_errors(server, make_agent, client):
+    with pytest.raises(AuthenticationError):
+        BigWorldClient(server.url, "not-a-token", retry=FAST).world()
+    with pytest.raises(NotFoundError):
+        client.episode(10**9)
+    start = client.begin_episode()
+    with pytest.raises(ValidationError):
+        client.step(start.episode_id, 1, "x" * 513)
+    with pytest.raises(ForbiddenError):
+        client.post_judgments(
+            start.episode_id, [{"step": 1, "score": 1, "rationale": "", "model_version": "v0"}]
+        )
+    other = make_agent()
+    with (
+        BigWorldClient(server.url, other.token) as stranger,
+        pytest.raises((ForbiddenError, NotFoundError)),
+    ):
+        stranger.step(start.episode_id, 1, "look")
+    client.abandon(start.episode_id)
+
+
+def test_reward_agent_posts_judgments(server, make_agent, client):
+    start = client.begin_episode()
+    client.step(start.episode_id, 1, "look")
+    judge = make_agent("reward")
+    with BigWorldClient(server.url, judge.token) as reward:
+        reward.post_judgments(
+            start.episode_id,
+            [{"step": 1, "score": 1, "rationale": "fine", "model_version": "judge-0"}],
+        )
+    judgments = client.episode(start.episode_id)["judgments"]
+    assert [(j["step"], j["score"]) for j in judgments] == [(1, 1)]
+    client.abandon(start.episode_id)
+
+
+def test_async_client_live(server, agent):
+    async def session():
+        async with AsyncBigWorldClient(server.url, agent.token) as client:
+            start = await client.begin_episode()
+            step = await client.step(start.episode_id, 1, "look")
+            replay = await client.step(start.episode_id, 1, "look")
+            listed = [e async for e in client.episodes(agent=agent.id)]
+            await client.abandon(start.episode_id)
+            return start, step, replay, listed
+
+    start, step, replay, listed = asyncio.run(session())
+    assert step == replay and step.tick > start.tick
+    assert [str(e["id"]) for e in listed] == [str(start.episode_id)]

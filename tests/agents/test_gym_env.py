@@ -1,0 +1,107 @@
+"""The Gymnasium adapter: reset begins a new episode in the same world; rewards are outcomes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from agents.client import BigWorldClient, RetryPolicy
+from agents.gym_env import BigWorldEnv
+
+TASK = {"id": "t1", "family": "pick_and_place", "params": {}, "text": "put a mug on the desk"}
+
+
+def test_reset_begins_a_new_episode_in_the_same_world(client):
+    env = BigWorldEnv(client)
+    observation, info = env.reset(seed=3)
+    first = info["episode_id"]
+    assert observation and info["admissible_actions"] and info["step"] == 0
+    assert env.observation_space.contains(observation)
+
+    observation, reward, terminated, truncated, info = env.step(0)  # an index
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["step"] == 1 and info["success"] is False
+    tick_before_reset = info["tick"]
+    _, _, _, _, info = env.step("look")  # the action text
+    assert info["step"] == 2 and info["tick"] > tick_before_reset
+    tick_before_reset = info["tick"]
+
+    observation, info = env.reset()
+    assert info["episode_id"] != first
+    assert client.episode(first)["status"] != "open"  # the open one was abandoned, not left
+    assert info["tick"] >= tick_before_reset  # the world's tick never goes back
+    env.close()
+    assert client.episode(info["episode_id"])["status"] != "open"
+
+
+def test_bad_index_is_refused_before_anything_is_sent(client):
+    env = BigWorldEnv(client)
+    _, info = env.reset()
+    with pytest.raises(ValueError, match="expected an action index"):
+        env.step(len(info["admissible_actions"]))
+    assert client.episode(info["episode_id"])["steps"] == []
+    env.close()
+
+
+def test_step_before_reset_is_an_error(client):
+    with pytest.raises(RuntimeError, match="reset"):
+        BigWorldEnv(client).step(0)
+
+
+def test_episode_that_runs_out_of_steps_is_truncated_with_outcome_minus_one(client):
+    env = BigWorldEnv(client)
+    env.reset()
+    for _ in range(1000):
+        _, reward, terminated, truncated, info = env.step("wait")
+        if terminated or truncated:
+            break
+        assert reward == 0.0
+    assert truncated and not terminated
+    assert reward == -1.0 and info["outcome"] == -1
+    with pytest.raises(RuntimeError):
+        env.step("wait")  # the episode is over until the next reset
+
+
+def test_success_terminates_with_reward_plus_one():
+    """The server's answer to a step that reaches the goal, via a fake transport."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/episodes":
+            return httpx.Response(
+                200,
+                json={
+                    "episode_id": 5,
+                    "task": TASK,
+                    "tick": 1,
+                    "observation": "You see a mug.",
+                    "admissible_actions": ["take mug 1 from shelf 1"],
+                },
+            )
+        body = json.loads(request.content)
+        assert body == {"step": 1, "action": "take mug 1 from shelf 1"}
+        return httpx.Response(
+            200,
+            json={
+                "step": 1,
+                "observation": "Done.",
+                "admissible_actions": [],
+                "done": True,
+                "success": True,
+                "outcome": 1,
+                "tick": 2,
+            },
+        )
+
+    client = BigWorldClient(
+        "http://bigworld.test",
+        "tok",
+        retry=RetryPolicy(attempts=1),
+        transport=httpx.MockTransport(handler),
+    )
+    env = BigWorldEnv(client, family="pick_and_place")
+    env.reset()
+    observation, reward, terminated, truncated, info = env.step(0)
+    assert (observation, reward, terminated, truncated) == ("Done.", 1.0, True, False)
+    assert info["success"] is True and info["tick"] == 2
