@@ -119,3 +119,9 @@ def sim() -> Sim:
     s.join("a", "Alice")
     s.teleport("a", KITCHEN)
     return s
+
+
+@pytest.fixture
+def make_sim() -> type[Sim]:
+    """The :class:`Sim` class, for tests that need their own seeds or several worlds."""
+    return Sim
