@@ -1,0 +1,235 @@
+"""Language-model backends shared by the policy and the reward agents.
+
+A backend turns prompts into completions. Two operations cover both decoding modes:
+``generate`` (free text, for real models and for the reward model) and ``score`` (the summed
+log-likelihood of each candidate completion, for ``rank``-mode policies). Heavy libraries
+(torch, transformers, vllm) are imported only by the backend that needs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings: temperature 0 means greedy."""
+
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0
+
+
+class LanguageModel(Protocol):
+    """What the agents need from a model. ``version`` names the weights in use."""
+
+    version: str
+
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]: ...
+
+    def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
+        """Summed log-probability of each completion after ``prompt`` (natural log)."""
+        ...
+
+    def reload(self, path: Path, version: str) -> None:
+        """Swap in new weights without restarting the process."""
+        ...
+
+
+class TransformersModel:
+    """A causal LM from a local directory, on CPU or GPU, through transformers."""
+
+    def __init__(self, path: Path, version: str = "init", device: str | None = None) -> None:
+        import torch
+
+        from agents.models.tiny import load_model
+
+        self._torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model, self.tokenizer = load_model(path, self.device)
+        self.version = version
+
+    def reload(self, path: Path, version: str) -> None:
+        from agents.models.tiny import load_model
+
+        fresh, _ = load_model(path, self.device)
+        self.model.load_state_dict(fresh.state_dict())  # in place: same module, new weights
+        self.version = version
+
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+        torch = self._torch
+        torch.manual_seed(sampling.seed)
+        outputs = []
+        for prompt in prompts:
+            ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)
+            with torch.no_grad():
+                generated = self.model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=sampling.max_new_tokens,
+                    do_sample=sampling.temperature > 0,
+                    temperature=sampling.temperature if sampling.temperature > 0 else None,
+                    top_k=None,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=self.tokenizer.eos_token_id,
+                )
+            outputs.append(
+                self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
+            )
+        return outputs
+
+    def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
+        torch = self._torch
+        prompt_ids = self.tokenizer(prompt).input_ids
+        rows = [
+            prompt_ids + self.tokenizer(c).input_ids + [self.tokenizer.eos_token_id]
+            for c in completions
+        ]
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor(
+            [r + [pad] * (width - len(r)) for r in rows], device=self.device
+        )  # (N, T)
+        mask = torch.tensor(
+            [[1] * len(r) + [0] * (width - len(r)) for r in rows], device=self.device
+        )
+        with torch.no_grad():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits  # (N, T, V)
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        token_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (N, T-1): log p(token t+1)
+        start = len(prompt_ids) - 1  # first predicted completion token
+        scores = []
+        for n, row in enumerate(rows):
+            scores.append(float(token_logp[n, start : len(row) - 1].sum()))
+        return scores
+
+
+class OpenAIServerModel:
+    """A model served by an OpenAI-compatible server (vLLM's, say), reached by URL."""
+
+    def __init__(self, url: str, model: str, version: str = "init", timeout: float = 60.0) -> None:
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+        self.model = model
+        self.version = version
+
+    def reload(self, path: Path, version: str) -> None:
+        # vLLM's server reloads weights through its own admin endpoint when started with
+        # --enable-sleep-mode/--load-format; here the server is asked to load the new path.
+        self.http.post("/v1/load_lora_adapter", json={"lora_name": version, "lora_path": str(path)})
+        self.model, self.version = version, version
+
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+        body = {
+            "model": self.model,
+            "prompt": list(prompts),
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "seed": sampling.seed,
+        }
+        reply = self.http.post("/v1/completions", json=body)
+        reply.raise_for_status()
+        choices = sorted(reply.json()["choices"], key=lambda c: c["index"])
+        return [c["text"] for c in choices]
+
+    def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [prompt + c for c in completions],
+            "max_tokens": 1,
+            "echo": True,
+            "logprobs": 0,
+        }
+        reply = self.http.post("/v1/completions", json=body)
+        reply.raise_for_status()
+        scores = []
+        for choice in sorted(reply.json()["choices"], key=lambda c: c["index"]):
+            logprobs = choice["logprobs"]
+            offsets, values = logprobs["text_offset"], logprobs["token_logprobs"]
+            scores.append(
+                sum(
+                    v
+                    for o, v in zip(offsets, values, strict=False)
+                    if o >= len(prompt) and v is not None
+                )
+            )
+        return scores
+
+
+class VllmModel:
+    """vLLM's offline engine on a GPU; weights reload in place through the worker's
+    weight-update path (``collective_rpc`` → ``load_weights``)."""
+
+    def __init__(
+        self, path: Path, version: str = "init", gpu_memory_utilization: float = 0.3
+    ) -> None:
+        from vllm import LLM
+
+        self.llm = LLM(
+            model=str(path), gpu_memory_utilization=gpu_memory_utilization, enforce_eager=True
+        )
+        self.version = version
+
+    def reload(self, path: Path, version: str) -> None:
+        from safetensors.torch import load_file
+
+        weights = {}
+        for shard in sorted(Path(path).glob("*.safetensors")):
+            weights.update(load_file(shard))
+        items = list(weights.items())
+
+        def load(worker: Any) -> int:
+            worker.model_runner.model.load_weights(weights=items)
+            return len(items)
+
+        self.llm.collective_rpc(load)
+        self.version = version
+
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            temperature=sampling.temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed
+        )
+        return [
+            out.outputs[0].text for out in self.llm.generate(list(prompts), params, use_tqdm=False)
+        ]
+
+    def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0)
+        tokenizer = self.llm.get_tokenizer()
+        start = len(tokenizer(prompt).input_ids)
+        scores = []
+        for out in self.llm.generate([prompt + c for c in completions], params, use_tqdm=False):
+            entries = out.prompt_logprobs[start:]
+            ids = out.prompt_token_ids[start:]
+            scores.append(
+                sum(entry[i].logprob for entry, i in zip(entries, ids, strict=False) if entry)
+            )
+        return scores
+
+
+def softmax_sample(
+    scores: Sequence[float], temperature: float, draw: float
+) -> tuple[int, list[float]]:
+    """Sample an index from softmax(scores / temperature) with a uniform ``draw`` in [0, 1)."""
+    if temperature <= 0:
+        best = max(range(len(scores)), key=scores.__getitem__)
+        return best, [1.0 if i == best else 0.0 for i in range(len(scores))]
+    top = max(scores)
+    weights = [math.exp((s - top) / temperature) for s in scores]
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    acc = 0.0
+    for i, p in enumerate(probs):
+        acc += p
+        if draw < acc:
+            return i, probs
+    return len(probs) - 1, probs

@@ -1,0 +1,257 @@
+"""The policy agent: plays episodes in the persistent world over HTTP, forever.
+
+Each step it builds the prompt from the task, recent history and numbered admissible actions,
+asks its policy for a choice, and sends the step with its index, the exact prompt and
+completion, and the policy version. Step indices make every send idempotent, so the runner can
+lose the server mid-step, reconnect and resend without applying anything twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from agents.backends import LanguageModel, Sampling, softmax_sample
+from agents.client import BigWorldClient, EpisodeStart, Record, StepResult
+from agents.errors import ClientError, ConflictError, NotFoundError, UnreachableError
+from agents.prompts import Turn, parse_choice, policy_prompt, rank_completion
+
+log = logging.getLogger("bigworld.policy")
+MODES = ("rank", "generate")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A chosen action and everything the trainer needs to score it later."""
+
+    index: int  # 0-based into the admissible actions
+    action: str
+    prompt: str
+    completion: str
+    parse_failed: bool = False
+    reason: str = ""
+
+
+class Policy(Protocol):
+    version: str
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision: ...
+
+    def reload(self, path: Path, version: str) -> None: ...
+
+
+class RandomPolicy:
+    """Uniform over the admissible actions (a baseline)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.version = "random"
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        k = int(self.rng.integers(len(admissible)))
+        return Decision(k, admissible[k], prompt, rank_completion(k + 1, admissible[k]))
+
+    def reload(self, path: Path, version: str) -> None:
+        """A random policy has no weights."""
+
+
+class ExpertPolicy:
+    """Follows the server's oracle hints (needs a trainer or admin token)."""
+
+    def __init__(self, expert_client: BigWorldClient) -> None:
+        self.client = expert_client
+        self.version = "expert"
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        hint = self.client.expert(episode_id)
+        action = hint.get("action")
+        if action not in admissible:
+            return Decision(0, admissible[0], prompt, "", True, f"expert gave {action!r}")
+        k = list(admissible).index(action)
+        return Decision(k, action, prompt, rank_completion(k + 1, action))
+
+    def reload(self, path: Path, version: str) -> None:
+        """The expert has no weights."""
+
+
+class ModelPolicy:
+    """A language model in ``rank`` mode (sample from the softmax of each action's
+    log-likelihood) or ``generate`` mode (free text ending in ``\\boxed{k}``)."""
+
+    def __init__(
+        self, model: LanguageModel, mode: str = "rank", sampling: Sampling = Sampling()
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"expected mode in {MODES}, got {mode!r}")
+        self.model, self.mode, self.sampling = model, mode, sampling
+        self.rng = np.random.default_rng(sampling.seed)
+        self.calls = 0
+
+    @property
+    def version(self) -> str:
+        return self.model.version
+
+    def reload(self, path: Path, version: str) -> None:
+        self.model.reload(path, version)
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        self.calls += 1
+        if self.mode == "rank":
+            completions = [rank_completion(k + 1, a) for k, a in enumerate(admissible)]
+            scores = self.model.score(prompt, completions)
+            k, _ = softmax_sample(scores, self.sampling.temperature, float(self.rng.random()))
+            return Decision(k, admissible[k], prompt, completions[k])
+        sampling = Sampling(
+            self.sampling.temperature, self.sampling.max_new_tokens, self.sampling.seed + self.calls
+        )
+        completion = self.model.generate([prompt], sampling)[0]
+        parsed = parse_choice(completion, len(admissible))
+        if parsed.value is None:  # fall back to the first action and flag the step
+            return Decision(0, admissible[0], prompt, completion, True, parsed.reason)
+        return Decision(parsed.value, admissible[parsed.value], prompt, completion)
+
+
+@dataclass
+class RunnerConfig:
+    """How a policy runner behaves; every field is a command-line flag of ``agent run``."""
+
+    family: str | None = None  # ask for tasks of this family only
+    poll_s: float = 5.0  # how often to look for a newer policy version
+    max_episodes: int | None = None  # stop after this many (None: run until stopped)
+    reconnect_max_s: float = 30.0  # longest wait between reconnection attempts
+    kind: str = "policy"
+
+
+@dataclass
+class RunnerStats:
+    episodes: int = 0
+    steps: int = 0
+    successes: int = 0
+    reloads: int = 0
+    reconnects: int = 0
+    parse_failures: int = 0
+    versions: set[str] = field(default_factory=set)
+
+
+class PolicyRunner:
+    """Plays episodes until ``stop`` is set; abandons the open episode when stopped."""
+
+    def __init__(
+        self, client: BigWorldClient, policy: Policy, config: RunnerConfig = RunnerConfig()
+    ) -> None:
+        self.client, self.policy, self.config = client, policy, config
+        self.stop = threading.Event()
+        self.stats = RunnerStats()
+        self._last_poll = 0.0
+
+    # -- resilience --------------------------------------------------------------------------
+    def _patiently(self, call: Callable[[], object]) -> object:
+        """Run ``call`` until the server answers, backing off while it is unreachable."""
+        delay = 0.2
+        while True:
+            try:
+                return call()
+            except UnreachableError as exc:
+                if self.stop.is_set():
+                    raise
+                self.stats.reconnects += 1
+                log.warning("server unreachable (%s); retrying in %.1fs", exc, delay)
+                self.stop.wait(delay)
+                delay = min(self.config.reconnect_max_s, delay * 2)
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now - self._last_poll < self.config.poll_s:
+            return
+        self._last_poll = now
+        try:
+            latest = self.client.latest_policy(self.config.kind)
+        except (NotFoundError, UnreachableError):
+            return
+        version = str(latest["version"])
+        if version != self.policy.version and latest.get("path"):
+            self.policy.reload(Path(latest["path"]), version)
+            self.stats.reloads += 1
+            log.info("switched to %s version %s", self.config.kind, version)
+
+    # -- episodes ----------------------------------------------------------------------------
+    def _begin(self) -> tuple[EpisodeStart, int, list[Turn]]:
+        """Resume our open episode if there is one (after a crash), else begin a new one."""
+        for row in self.client.episodes(agent="me", status="open"):
+            detail = self.client.episode(row["id"])
+            start = self.client.resume(detail)
+            steps = detail.get("steps") or []
+            history = [Turn(s["action"], s["observation"]) for s in steps]
+            return start, len(steps), history
+        return self.client.begin_episode(family=self.config.family), 0, []
+
+    def play_episode(self) -> Record | None:
+        start, done_steps, history = self._patiently(self._begin)  # type: ignore[misc]
+        task_text, observation, admissible = (
+            start.task.text,
+            start.observation,
+            start.admissible_actions,
+        )
+        index = done_steps
+        while True:
+            if self.stop.is_set():
+                self._patiently(lambda: self._abandon(start.episode_id))
+                return None
+            self._maybe_reload()
+            prompt = policy_prompt(task_text, history, observation, admissible)
+            decision = self.policy.decide(start.episode_id, prompt, admissible)
+            index += 1
+            record = {
+                "policy_version": self.policy.version,
+                "prompt": decision.prompt,
+                "completion": decision.completion,
+                "parse_failed": decision.parse_failed,
+            }
+            self.stats.parse_failures += decision.parse_failed
+            self.stats.versions.add(self.policy.version)
+            try:
+                result: StepResult = self._patiently(  # type: ignore[assignment]
+                    lambda i=index, d=decision: self.client.step(
+                        start.episode_id, i, d.action, record=record
+                    )
+                )
+            except ConflictError as exc:  # ended under us (idle timeout): start afresh
+                log.warning("episode %s ended under us: %s", start.episode_id, exc)
+                return None
+            self.stats.steps += 1
+            history.append(Turn(decision.action, result.observation))
+            observation, admissible = result.observation, result.admissible_actions
+            if result.done:
+                self.stats.episodes += 1
+                self.stats.successes += bool(result.success)
+                return {"episode_id": start.episode_id, "success": result.success, "steps": index}
+
+    def _abandon(self, episode_id: int | str) -> None:
+        try:
+            self.client.abandon(episode_id)
+        except ConflictError:
+            pass  # already ended
+
+    def run(self) -> RunnerStats:
+        while not self.stop.is_set():
+            if (
+                self.config.max_episodes is not None
+                and self.stats.episodes >= self.config.max_episodes
+            ):
+                break
+            try:
+                self.play_episode()
+            except UnreachableError:
+                if self.stop.is_set():
+                    break
+            except ClientError as exc:
+                log.error("episode failed: %s", exc)
+                self.stop.wait(1.0)
+        return self.stats

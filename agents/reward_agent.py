@@ -1,0 +1,183 @@
+"""The reward agent: judges every step of finished episodes, m times each.
+
+For each step it shows the reward model the policy's prompt, the policy's answer and the next
+observation; the model reasons and answers ``\\boxed{1}`` or ``\\boxed{-1}``. Unparseable
+answers count 0. Judgments carry their vote number, so resending them after a lost answer or a
+crash stores nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from agents import prompts
+from agents.backends import LanguageModel, Sampling
+from agents.client import BigWorldClient, Record
+from agents.errors import ClientError, NotFoundError, UnreachableError
+
+log = logging.getLogger("bigworld.reward")
+
+
+@dataclass(frozen=True)
+class Vote:
+    score: int  # +1, -1, or 0 when the answer could not be parsed
+    rationale: str
+
+
+class Judge(Protocol):
+    version: str
+
+    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]: ...
+
+    def reload(self, path: Path, version: str) -> None: ...
+
+
+class ModelJudge:
+    """A generative reward model: m sampled answers per step."""
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        sampling: Sampling = Sampling(temperature=1.0, max_new_tokens=48),
+    ) -> None:
+        self.model, self.sampling = model, sampling
+
+    @property
+    def version(self) -> str:
+        return self.model.version
+
+    def reload(self, path: Path, version: str) -> None:
+        self.model.reload(path, version)
+
+    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]:
+        prompt = prompts.reward_prompt(
+            step.get("prompt") or "",
+            step.get("completion") or "",
+            step["action"],
+            step["observation"],
+        )
+        out = []
+        for j in range(votes):
+            sampling = Sampling(
+                self.sampling.temperature,
+                self.sampling.max_new_tokens,
+                self.sampling.seed + 7919 * j + step["step"],
+            )
+            answer = self.model.generate([prompt], sampling)[0]
+            parsed = prompts.parse_judgment(answer)
+            out.append(Vote(parsed.value or 0, answer))
+        return out
+
+
+class HeuristicJudge:
+    """Judges by the oracle's plan distance recorded with each step: a step is good when it
+    brought the goal closer (or reached it). ``noise`` flips votes, deterministically, to
+    stand in for an imperfect reward model in tests and baselines."""
+
+    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
+        self.noise, self.seed = noise, seed
+        self.version = f"heuristic-{noise:g}"
+
+    def reload(self, path: Path, version: str) -> None:
+        """No weights."""
+
+    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]:
+        before, after = step.get("distance_before"), step.get("distance")
+        if step.get("success"):
+            score, why = 1, "the goal holds after this step"
+        elif before is None or after is None:
+            score, why = 0, "no oracle distance recorded for this step"
+        elif after < before:
+            score, why = 1, f"the plan to the goal shrank from {before} to {after} steps"
+        else:
+            score, why = -1, f"the plan to the goal went from {before} to {after} steps"
+        out = []
+        for j in range(votes):
+            flip = score != 0 and _unit(self.seed, episode["id"], step["step"], j) < self.noise
+            final = -score if flip else score
+            out.append(Vote(final, f"{why}. \\boxed{{{final}}}" if final else why))
+        return out
+
+
+def _unit(*key: object) -> float:
+    import hashlib
+
+    digest = hashlib.blake2b("\x1f".join(map(str, key)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64
+
+
+@dataclass
+class RewardConfig:
+    votes: int = 3  # m: judgments per step
+    poll_s: float = 1.0  # wait between looks for unjudged episodes
+    reload_poll_s: float = 5.0
+
+
+class RewardRunner:
+    """Judges finished episodes that lack judgments until ``stop`` is set."""
+
+    def __init__(
+        self, client: BigWorldClient, judge: Judge, config: RewardConfig = RewardConfig()
+    ) -> None:
+        self.client, self.judge, self.config = client, judge, config
+        self.stop = threading.Event()
+        self.judged_episodes = 0
+        self.judged_steps = 0
+
+    def judge_episode(self, episode_id: int | str) -> int:
+        detail = self.client.episode(episode_id)
+        have = {(j["step"], j.get("vote", 0)) for j in detail.get("judgments") or ()}
+        steps: Sequence[Record] = detail.get("steps") or ()
+        previous_distance = detail.get("distance")
+        posted = 0
+        for step in steps:
+            step = {**step, "distance_before": previous_distance}
+            previous_distance = step.get("distance")
+            if all((step["step"], j) in have for j in range(self.config.votes)):
+                continue
+            votes = self.judge.judge(detail, step, self.config.votes)
+            body = [
+                {
+                    "step": step["step"],
+                    "vote": j,
+                    "score": v.score,
+                    "rationale": v.rationale[:2000],
+                    "model_version": self.judge.version,
+                }
+                for j, v in enumerate(votes)
+                if (step["step"], j) not in have
+            ]
+            self.client.post_judgments(episode_id, body)
+            posted += len(body)
+            self.judged_steps += 1
+        self.judged_episodes += 1
+        return posted
+
+    def run_once(self) -> int:
+        """Judge every finished, unjudged episode once; returns how many were judged."""
+        done = 0
+        for row in self.client.episodes(status="ended", judged="false"):
+            if self.stop.is_set():
+                break
+            try:
+                self.judge_episode(row["id"])
+                done += 1
+            except NotFoundError:
+                continue
+        return done
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                if self.run_once() == 0:
+                    self.stop.wait(self.config.poll_s)
+            except UnreachableError:
+                self.stop.wait(self.config.poll_s)
+            except ClientError as exc:
+                log.error("judging failed: %s", exc)
+                self.stop.wait(self.config.poll_s)
