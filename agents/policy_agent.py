@@ -86,12 +86,12 @@ class ModelPolicy:
     log-likelihood) or ``generate`` mode (free text ending in ``\\boxed{k}``)."""
 
     def __init__(
-        self, model: LanguageModel, mode: str = "rank", sampling: Sampling = Sampling()
+        self, model: LanguageModel, mode: str = "rank", sampling: Sampling | None = None
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"expected mode in {MODES}, got {mode!r}")
-        self.model, self.mode, self.sampling = model, mode, sampling
-        self.rng = np.random.default_rng(sampling.seed)
+        self.model, self.mode, self.sampling = model, mode, sampling or Sampling()
+        self.rng = np.random.default_rng(self.sampling.seed)
         self.calls = 0
 
     @property
@@ -144,9 +144,9 @@ class PolicyRunner:
     """Plays episodes until ``stop`` is set; abandons the open episode when stopped."""
 
     def __init__(
-        self, client: BigWorldClient, policy: Policy, config: RunnerConfig = RunnerConfig()
+        self, client: BigWorldClient, policy: Policy, config: RunnerConfig | None = None
     ) -> None:
-        self.client, self.policy, self.config = client, policy, config
+        self.client, self.policy, self.config = client, policy, config or RunnerConfig()
         self.stop = threading.Event()
         self.stats = RunnerStats()
         self._last_poll = 0.0
@@ -218,8 +218,8 @@ class PolicyRunner:
             self.stats.versions.add(self.policy.version)
             try:
                 result: StepResult = self._patiently(  # type: ignore[assignment]
-                    lambda i=index, d=decision: self.client.step(
-                        start.episode_id, i, d.action, record=record
+                    lambda i=index, d=decision, r=record: self.client.step(
+                        start.episode_id, i, d.action, record=r
                     )
                 )
             except ConflictError as exc:  # ended under us (idle timeout): start afresh

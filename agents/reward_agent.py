@@ -43,9 +43,9 @@ class ModelJudge:
     def __init__(
         self,
         model: LanguageModel,
-        sampling: Sampling = Sampling(temperature=1.0, max_new_tokens=48),
+        sampling: Sampling | None = None,
     ) -> None:
-        self.model, self.sampling = model, sampling
+        self.model, self.sampling = model, sampling or Sampling(temperature=1.0, max_new_tokens=48)
 
     @property
     def version(self) -> str:
@@ -122,9 +122,9 @@ class RewardRunner:
     """Judges finished episodes that lack judgments until ``stop`` is set."""
 
     def __init__(
-        self, client: BigWorldClient, judge: Judge, config: RewardConfig = RewardConfig()
+        self, client: BigWorldClient, judge: Judge, config: RewardConfig | None = None
     ) -> None:
-        self.client, self.judge, self.config = client, judge, config
+        self.client, self.judge, self.config = client, judge, config or RewardConfig()
         self.stop = threading.Event()
         self.judged_episodes = 0
         self.judged_steps = 0
