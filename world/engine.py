@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from world import actions, dynamics
 from world.actions import Action
-from world.entities import Avatar, Place, Thing
+from world.entities import Avatar, Place, Thing, region_of
 from world.rules import Rules
 from world.state import World
 
@@ -175,26 +175,27 @@ def _go(view: View, action: Action, apply: bool) -> str:
         raise Rejected(f"no exit {action.obj!r} from {view.place.name}")
     world = view.world
     if not apply:
-        # Enterability of a place in another region is decided when moving (generating the
-        # region just to list exits would make every look at a hub touch four regions).
-        target_kind = _known_kind(world, target_id)
-        if target_kind is not None and world.season not in world.rules.places[target_kind].seasons:
-            raise Rejected("out of season")
+        # A place in this region is one cheap load. Enterability of a place in another region
+        # is decided when moving (generating the region just to list exits would make every
+        # look at a hub touch four regions); only an already loaded one is checked here.
+        if region_of(target_id) == region_of(view.place.id):
+            _check_enterable(world, world.place(target_id))
+        elif target_id in world._places:  # noqa: SLF001 - cheap peek at loaded places only
+            _check_enterable(world, world._places[target_id])  # noqa: SLF001
         return ""
     target = world.place(target_id)
-    if world.season not in world.rules.places[target.kind].seasons:
-        raise Rejected(f"{target.name} cannot be entered in {world.season}")
-    if int(target.attrs.get("flooded_until", -1) or -1) > world.tick:
-        raise Rejected(f"{target.name} is flooded")
+    _check_enterable(world, target)
     view.avatar.place = target.id
     world.touch(view.avatar)
     arrived = View(world, view.avatar)
     return f"You arrive at the {target.name}. {describe(arrived)}"
 
 
-def _known_kind(world: World, place_id: str) -> str | None:
-    place = world._places.get(place_id)  # noqa: SLF001 - cheap peek at loaded places only
-    return place.kind if place is not None else None
+def _check_enterable(world: World, target: Place) -> None:
+    if world.season not in world.rules.places[target.kind].seasons:
+        raise Rejected(f"{target.name} cannot be entered in {world.season}")
+    if int(target.attrs.get("flooded_until", -1) or -1) > world.tick:
+        raise Rejected(f"{target.name} is flooded")
 
 
 def _openable(view: View, action: Action) -> Thing:
