@@ -52,17 +52,25 @@ class SqlBackend:
         self._avatars: dict[str, tuple[Avatar, dict[str, Any]]] = {}
         self._places: dict[str, tuple[Place, dict[str, Any]]] = {}
 
+    # Like MemoryBackend, hand out one object per entity for the backend's lifetime: a World
+    # and a peek at the same thing (tasks.peek_things_at) then see the same object.
     def _hand_thing(self, row: Any) -> Thing:
+        if row["id"] in self._things:
+            return self._things[row["id"]][0]
         thing = _thing(row)
         self._things[thing.id] = (thing, thing.row())
         return thing
 
     def _hand_avatar(self, row: Any) -> Avatar:
+        if row["id"] in self._avatars:
+            return self._avatars[row["id"]][0]
         avatar = _avatar(row)
         self._avatars[avatar.id] = (avatar, dataclasses.asdict(avatar))
         return avatar
 
     def _hand_place(self, row: Any) -> Place:
+        if row["id"] in self._places:
+            return self._places[row["id"]][0]
         place = _place(row)
         self._places[place.id] = (place, dataclasses.asdict(place))
         return place

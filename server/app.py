@@ -1,0 +1,99 @@
+"""Builds the FastAPI application; nothing else. ``create_app(settings)`` wires the runtime,
+the middleware, the error handlers and one router per resource; at start-up it migrates the
+database to head, creates the world if there is none and makes sure an admin credential exists."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from migrations import upgrade_to_head
+from server.auth import bootstrap_admin
+from server.background import background_work
+from server.errors import install_error_handlers
+from server.limits import BodySizeLimit
+from server.metrics import Metrics
+from server.routes import ROUTERS
+from server.runtime import Runtime
+from server.settings import Settings
+from world.store import ensure_world
+
+log = logging.getLogger("bigworld.server")
+
+
+def prepare_database(runtime: Runtime) -> None:
+    """Migrate to head, create the world row, bootstrap the admin (idempotent)."""
+    settings = runtime.settings
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade_to_head(runtime.engine)
+    with runtime.world_transaction_unlocked() as session:
+        meta = ensure_world(session, settings.seed, runtime.rules)
+        if meta["seed"] != settings.seed:
+            log.warning(
+                "the stored world has seed %s; ignoring seed %s", meta["seed"], settings.seed
+            )
+        bootstrap_admin(session, settings)
+        session.commit()
+
+
+class RequestMetrics:
+    """ASGI middleware counting requests by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            self.metrics.request(scope["method"], getattr(route, "path", "unmatched"), status)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    runtime = Runtime.build(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        prepare_database(runtime)
+        log.info(
+            "bigworld ready in %.2fs on %s",
+            time.perf_counter() - started,
+            runtime.engine.url.render_as_string(),
+        )
+        async with background_work(runtime):
+            yield
+        runtime.engine.dispose()
+
+    app = FastAPI(
+        title="bigworld",
+        version="1.0.0",
+        summary="One persistent, never-resetting text world for continual learning, over HTTP.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(RequestMetrics, metrics=runtime.metrics)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

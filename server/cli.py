@@ -1,0 +1,211 @@
+"""The ``bigworld`` command line: ``serve``, ``db upgrade`` and ``agent create`` run here; every
+other command (``history``, ``agent run``, ``model``, ``train``, ``demo``, ``report``) belongs
+to the agents side and is forwarded to ``agents.cli.main``, imported only when invoked so that
+the server process never loads ``agents`` or torch.
+
+Every ``serve`` flag is also an environment variable ``BIGWORLD_<FLAG>``; a flag given on the
+command line wins over the environment, which wins over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from server.settings import Settings
+
+OWN_COMMANDS = {"serve", "db"}
+AGENT_SUBCOMMANDS_HERE = {"create"}
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    given: dict[str, Any] = {
+        name: value
+        for name in (
+            "host",
+            "port",
+            "data_dir",
+            "database_url",
+            "seed",
+            "admin_token",
+            "step_budget",
+            "episode_idle_timeout_s",
+            "heartbeat_s",
+            "rate_limit_per_s",
+            "log_level",
+        )
+        if (value := getattr(args, name, None)) is not None
+    }
+    return Settings(**given)
+
+
+def _db_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        help="data folder (env BIGWORLD_DATA_DIR; default ./bigworld-data)",
+    )
+    parser.add_argument(
+        "--database-url",
+        dest="database_url",
+        help="SQLAlchemy URL (env BIGWORLD_DATABASE_URL; default SQLite file in the data folder)",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="world seed for a new world (env BIGWORLD_SEED; default 0)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bigworld", description="bigworld: one persistent world over HTTP."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the world server in the foreground",
+        description="Run the world server (uvicorn) in the foreground.",
+    )
+    serve.add_argument("--host", help="bind address (env BIGWORLD_HOST; default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (env BIGWORLD_PORT; default 8000)")
+    _db_options(serve)
+    serve.add_argument(
+        "--admin-token", dest="admin_token", help="admin token (env BIGWORLD_ADMIN_TOKEN)"
+    )
+    serve.add_argument(
+        "--step-budget", dest="step_budget", type=int, help="steps per episode (default 50)"
+    )
+    serve.add_argument(
+        "--episode-idle-timeout-s",
+        dest="episode_idle_timeout_s",
+        type=float,
+        help="abandon open episodes idle this long (default 900)",
+    )
+    serve.add_argument(
+        "--heartbeat",
+        dest="heartbeat_s",
+        type=float,
+        help="seconds per heartbeat tick, 0 = off (env BIGWORLD_HEARTBEAT_S; default 0)",
+    )
+    serve.add_argument(
+        "--rate-limit", dest="rate_limit_per_s", type=float, help="requests/s per token"
+    )
+    serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
+    serve.set_defaults(run=_serve)
+
+    db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
+    db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    upgrade = db_sub.add_parser(
+        "upgrade",
+        help="apply migrations to the configured database",
+        description="Apply every pending migration to the configured database.",
+    )
+    _db_options(upgrade)
+    upgrade.set_defaults(run=_upgrade)
+
+    agent = sub.add_parser(
+        "agent",
+        help="register agents (create) or run them (run)",
+        description="Register an agent (create) or run one (run, on the agents side).",
+    )
+    agent_sub = agent.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+    create = agent_sub.add_parser(
+        "create",
+        help="register an agent directly in the database; prints its token",
+        description="Register an agent in the configured database; prints id and token.",
+    )
+    create.add_argument("--name", required=True, help="lowercase name, also the avatar's name")
+    create.add_argument(
+        "--role", required=True, choices=["admin", "policy", "reward", "trainer", "observer"]
+    )
+    _db_options(create)
+    create.set_defaults(run=_create_agent)
+    agent_sub.add_parser(
+        "run", help="run an agent until stopped (see `bigworld agent run --help`)", add_help=False
+    )
+    for name, text in (
+        ("history", "query and export history"),
+        ("model", "build tiny models"),
+        ("train", "run the continual trainer"),
+        ("demo", "the whole loop on the embedded default"),
+        ("report", "plots and a summary of the world's history"),
+    ):
+        sub.add_parser(name, help=f"{text} (see `bigworld {name} --help`)", add_help=False)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.app import create_app
+
+    settings = _settings(args)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+    )
+    return 0
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from migrations import upgrade_to_head
+    from world.store import make_engine
+
+    settings = _settings(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        print(f"database at revision {upgrade_to_head(engine)}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _create_agent(args: argparse.Namespace) -> int:
+    from server.accounts import register_agent
+    from server.app import prepare_database
+    from server.errors import ApiError
+    from server.runtime import Runtime
+
+    runtime = Runtime.build(_settings(args))
+    try:
+        prepare_database(runtime)
+        with runtime.world_transaction() as (session, meta):
+            agent, token = register_agent(session, meta, runtime.rules, args.name, args.role)
+            session.commit()
+    except ApiError as exc:
+        print(f"bigworld: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        runtime.engine.dispose()
+    print(f"id: {agent.id}\nname: {agent.name}\nrole: {agent.role}\ntoken: {token}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv else None
+    own = (
+        command in OWN_COMMANDS
+        or command in (None, "-h", "--help")
+        or (
+            command == "agent"
+            and (len(argv) < 2 or argv[1] in AGENT_SUBCOMMANDS_HERE or argv[1] in ("-h", "--help"))
+        )
+    )
+    if not own:
+        return int(importlib.import_module("agents.cli").main(argv) or 0)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 0
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    return int(args.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

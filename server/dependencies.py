@@ -1,0 +1,51 @@
+"""Typed FastAPI dependencies: the runtime, a database session, the authenticated caller and
+role checks (``Annotated`` aliases used by every router)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from server.auth import authenticate, check_role
+from server.runtime import Caller, Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_session(runtime: RuntimeDep) -> Iterator[Session]:
+    """A read session; write paths use ``Runtime.world_transaction`` instead."""
+    with runtime.sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_caller(
+    runtime: RuntimeDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Caller:
+    return authenticate(runtime, authorization)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def role(*roles: str) -> object:
+    def dependency(caller: CallerDep) -> Caller:
+        return check_role(caller, roles)
+
+    return Depends(dependency)
+
+
+AdminDep = Annotated[Caller, role("admin")]
+PolicyDep = Annotated[Caller, role("policy")]
+RewardDep = Annotated[Caller, role("reward")]

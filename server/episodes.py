@@ -1,0 +1,271 @@
+"""Episodes as world transactions: begin, step, abandon and the idle reaper.
+
+Each call is one database transaction under the world lock (``Runtime.world_transaction``):
+lock the world row, check what the request may do, open a World over the store, apply, commit
+the world (state + events), write the episode's records, commit, answer. Holding the world
+lock before checking the step index makes a replayed or concurrent request see every step
+acknowledged before it, and hands out ticks in commit order, so a replay of the log is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from server.errors import Conflict, Forbidden, NotFound, Unprocessable
+from server.runtime import Caller, Runtime
+from server.schemas import EpisodeStarted, StepOut, TaskOut
+from world import engine, tasks
+from world.errors import ActionError, TaskError
+from world.state import World
+from world.store import SqlBackend, records
+from world.store.models import EpisodeRow, StepRow, TaskRow
+
+TASK_PROMPT = "\n\nYour task is to: "  # as ALFWorld appends the goal to the first observation
+
+
+def task_out(row: TaskRow) -> TaskOut:
+    return TaskOut(id=row.id, family=row.family, params=row.params, text=row.text)
+
+
+def step_out(row: StepRow) -> StepOut:
+    return StepOut(
+        step=row.step,
+        observation=row.observation,
+        admissible_actions=list(row.admissible),
+        done=row.done,
+        success=row.success,
+        outcome=row.outcome,
+        tick=row.tick,
+    )
+
+
+def begin(
+    runtime: Runtime, caller: Caller, task_id: str | None, family: str | None
+) -> EpisodeStarted:
+    """Open an episode for the caller's avatar with a given or freshly sampled task."""
+    avatar = _avatar_of(caller)
+    if family is not None and family not in tasks.FAMILIES:
+        raise Unprocessable(
+            f"expected a family in {list(tasks.FAMILIES)}, got {family!r}", code="unknown_family"
+        )
+    now = time.time()
+    with runtime.world_transaction() as (session, meta):
+        current = records.open_episode(session=session, avatar_id=avatar)
+        if (
+            current is not None
+            and current.updated_at < now - runtime.settings.episode_idle_timeout_s
+        ):
+            _end(runtime, session, current, "abandoned", -1, meta["tick"], now)
+            current = None
+        if current is not None:
+            raise Conflict(
+                "this avatar already has an open episode",
+                code="episode_open",
+                details={"episode_id": current.id},
+            )
+        world = World(SqlBackend(session, meta), runtime.rules)
+        key = None
+        if task_id is not None:
+            row = records.get_task(session=session, task_id=task_id)
+            if row is None:
+                raise NotFound(f"no task {task_id!r}")
+            task = tasks.Task.from_spec({"family": row.family, "params": row.params})
+        else:
+            key = f"{avatar}/{meta['txn_seq'] + 1}"  # unique per world transaction, logged
+            try:
+                task = tasks.sample_task(world, avatar, key=key, family=family)
+            except TaskError as exc:
+                raise Conflict(
+                    f"no task can be made near this avatar now: {exc}", code="no_task"
+                ) from exc
+        spec = {"id": task.id, **task.spec()}
+        world.emit(
+            "episode_begun",
+            avatar,
+            [f"avatar:{avatar}"],
+            {"key": key, "family": family, "task": spec},
+        )
+        seen = engine.observe(world, avatar)
+        world.commit()
+        row = records.save_task(
+            session=session, task_id=task.id, spec=spec, text=task.text, tick=world.tick
+        )
+        observation = seen.text + TASK_PROMPT + task.text
+        episode = records.add_episode(
+            session=session,
+            agent_id=caller.id,
+            avatar_id=avatar,
+            task_id=row.id,
+            family=row.family,
+            status="open",
+            outcome=None,
+            budget=runtime.settings.step_budget,
+            last_step=0,
+            begin_tick=world.tick,
+            end_tick=None,
+            observation=observation,
+            admissible=list(seen.admissible),
+            updated_at=now,
+        )
+        session.commit()
+        return EpisodeStarted(
+            episode_id=episode.id,
+            task=task_out(row),
+            observation=observation,
+            admissible_actions=list(seen.admissible),
+            tick=world.tick,
+        )
+
+
+def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: str) -> StepOut:
+    """Apply step ``index`` of an episode, or answer it from the record if already applied."""
+    started = time.perf_counter()
+    now = time.time()
+    with runtime.world_transaction() as (session, meta):
+        episode = _owned(session, caller, episode_id)
+        recorded = records.get_step(session=session, episode_id=episode.id, step=index)
+        if recorded is not None:
+            if recorded.action != action:
+                raise Conflict(
+                    f"step {index} was already taken with another action",
+                    code="step_mismatch",
+                    details={"step": index, "recorded_action": recorded.action},
+                )
+            return step_out(recorded)
+        if (
+            episode.status == "open"
+            and episode.updated_at < now - runtime.settings.episode_idle_timeout_s
+        ):
+            _end(runtime, session, episode, "abandoned", -1, meta["tick"], now)
+            session.commit()
+        if episode.status != "open":
+            raise Conflict(
+                f"episode {episode.id} has ended ({episode.status})",
+                code="episode_ended",
+                details={"status": episode.status, "outcome": episode.outcome},
+            )
+        expected = episode.last_step + 1
+        if index != expected:
+            raise Conflict(
+                f"expected step {expected}, got {index}",
+                code="step_out_of_order",
+                details={"expected": expected},
+            )
+        world = World(SqlBackend(session, meta), runtime.rules)
+        try:
+            result = engine.step(world, episode.avatar_id, action)
+        except ActionError as exc:
+            raise Unprocessable(str(exc), code="invalid_action") from exc
+        task_row = records.get_task(session=session, task_id=episode.task_id)
+        assert task_row is not None
+        spec = {"family": task_row.family, "params": task_row.params}
+        success = tasks.goal_met(world, tasks.Task.from_spec(spec), episode.avatar_id)
+        world.emit(
+            "goal_check",
+            episode.avatar_id,
+            [f"avatar:{episode.avatar_id}"],
+            {
+                "episode": episode.id,
+                "step": index,
+                "task": spec,
+                "task_id": task_row.id,
+                "met": success,
+            },
+        )
+        world.commit()
+        done = success or index >= episode.budget
+        outcome = (1 if success else -1) if done else None
+        row = records.add_step(
+            session=session,
+            episode_id=episode.id,
+            step=index,
+            action=action,
+            observation=result.observation,
+            admissible=list(result.admissible),
+            tick=result.tick,
+            done=done,
+            success=success,
+            outcome=outcome,
+        )
+        episode.last_step, episode.updated_at = index, now
+        if done:
+            _end(
+                runtime,
+                session,
+                episode,
+                "succeeded" if success else "failed",
+                outcome or -1,
+                result.tick,
+                now,
+            )
+        session.commit()
+    runtime.metrics.step(time.perf_counter() - started)
+    return step_out(row)
+
+
+def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
+    with runtime.world_transaction() as (session, meta):
+        episode = _owned(session, caller, episode_id)
+        if episode.status != "open":
+            raise Conflict(
+                f"episode {episode.id} has already ended ({episode.status})",
+                code="episode_ended",
+                details={"status": episode.status, "outcome": episode.outcome},
+            )
+        _end(runtime, session, episode, "abandoned", -1, meta["tick"], time.time())
+        session.commit()
+        return episode
+
+
+def reap_idle(runtime: Runtime) -> int:
+    """End every open episode idle past the timeout as abandoned; returns how many."""
+    now = time.time()
+    with runtime.world_transaction() as (session, meta):
+        idle = records.idle_episodes(
+            session=session, before=now - runtime.settings.episode_idle_timeout_s
+        )
+        for episode in idle:
+            _end(runtime, session, episode, "abandoned", -1, meta["tick"], now)
+        session.commit()
+    return len(idle)
+
+
+def heartbeat(runtime: Runtime) -> int:
+    """Advance the world's tick by one, logged as a ``tick`` input; returns the new tick."""
+    with runtime.world_transaction() as (session, meta):
+        world = World(SqlBackend(session, meta), runtime.rules)
+        tick = engine.heartbeat(world)
+        world.commit()
+        session.commit()
+    return tick
+
+
+def _end(
+    runtime: Runtime,
+    session: Any,
+    episode: EpisodeRow,
+    status: str,
+    outcome: int,
+    tick: int,
+    now: float,
+) -> None:
+    records.end_episode(
+        session=session, episode=episode, status=status, outcome=outcome, tick=tick, now=now
+    )
+    runtime.metrics.episode_ended(status)
+
+
+def _avatar_of(caller: Caller) -> str:
+    if caller.avatar_id is None:
+        raise Forbidden("this agent has no avatar (only policy agents act in the world)")
+    return caller.avatar_id
+
+
+def _owned(session: Any, caller: Caller, episode_id: int) -> EpisodeRow:
+    episode = records.get_episode(session=session, episode_id=episode_id)
+    if episode is None:
+        raise NotFound(f"no episode {episode_id}")
+    if episode.agent_id != caller.id:
+        raise Forbidden(f"episode {episode_id} belongs to another agent")
+    return episode

@@ -1,0 +1,115 @@
+"""Request limits: a body-size cap enforced while the body streams in, and per-token rate limits.
+
+The size cap is plain ASGI middleware so that an oversized body is refused with 413 without
+ever being read whole: a ``Content-Length`` over the cap is refused before reading anything,
+and a body without one (chunked) is counted as it arrives and cut off at the cap.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.errors import error_body
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodySizeLimit:
+    """ASGI middleware: refuse request bodies over ``max_bytes`` with a 413 error body."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.max_bytes:
+                    await self._refuse(send, declared)
+                    return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send, seen)
+
+    async def _refuse(self, send: Send, size: int) -> None:
+        body = json.dumps(
+            error_body(
+                413,
+                f"expected a request body of at most {self.max_bytes} bytes, got {size} or more",
+                details={"max_bytes": self.max_bytes},
+            )
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class RateLimiter:
+    """Token buckets keyed by credential: ``rate`` requests per second, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self._buckets: dict[
+            str, tuple[float, float]
+        ] = {}  # key -> (tokens, last refill, monotonic s)
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> float:
+        """Spend one request; returns 0 when allowed, else the seconds to wait."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[key] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[key] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+
+
+def retry_after(seconds: float) -> dict[str, Any]:
+    return {"Retry-After": str(max(1, int(seconds + 0.999)))}

@@ -1,0 +1,72 @@
+"""A small in-process Prometheus registry: request counts, step latencies, the world's tick.
+
+Kept dependency-free on purpose: the text exposition format is a few lines, and the server
+process stays small.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)  # seconds
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.step_buckets = [0] * len(STEP_BUCKETS)
+        self.step_count = 0
+        self.step_sum = 0.0
+        self.episodes_ended: dict[str, int] = defaultdict(int)
+
+    def request(self, method: str, route: str, status: int) -> None:
+        with self._lock:
+            self.requests[(method, route, status)] += 1
+
+    def step(self, seconds: float) -> None:
+        with self._lock:
+            self.step_count += 1
+            self.step_sum += seconds
+            for i, bound in enumerate(STEP_BUCKETS):
+                if seconds <= bound:
+                    self.step_buckets[i] += 1
+
+    def episode_ended(self, status: str) -> None:
+        with self._lock:
+            self.episodes_ended[status] += 1
+
+    def render(self, gauges: dict[str, float]) -> str:
+        """The exposition text; ``gauges`` are read from the database at scrape time."""
+        lines = [
+            "# HELP bigworld_requests_total HTTP requests by method, route and status.",
+            "# TYPE bigworld_requests_total counter",
+        ]
+        with self._lock:
+            for (method, route, status), n in sorted(self.requests.items()):
+                lines.append(
+                    f'bigworld_requests_total{{method="{method}",route="{_esc(route)}",status="{status}"}} {n}'
+                )
+            lines += [
+                "# HELP bigworld_step_seconds Time to apply and persist one step.",
+                "# TYPE bigworld_step_seconds histogram",
+            ]
+            for bound, n in zip(STEP_BUCKETS, self.step_buckets, strict=True):
+                lines.append(f'bigworld_step_seconds_bucket{{le="{bound}"}} {n}')
+            lines.append(f'bigworld_step_seconds_bucket{{le="+Inf"}} {self.step_count}')
+            lines.append(f"bigworld_step_seconds_sum {self.step_sum}")
+            lines.append(f"bigworld_step_seconds_count {self.step_count}")
+            lines += [
+                "# HELP bigworld_episodes_ended_total Episodes ended by this process, by status.",
+                "# TYPE bigworld_episodes_ended_total counter",
+            ]
+            for status, n in sorted(self.episodes_ended.items()):
+                lines.append(f'bigworld_episodes_ended_total{{status="{status}"}} {n}')
+        for name, value in sorted(gauges.items()):
+            lines += [f"# TYPE bigworld_{name} gauge", f"bigworld_{name} {value}"]
+        return "\n".join(lines) + "\n"
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,182 @@
+"""Episodes: begin, step, abandon (policy owner), list and read (any), judge (reward)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query, status
+
+from server import episodes as service
+from server.dependencies import CallerDep, PolicyDep, RewardDep, RuntimeDep, SessionDep
+from server.errors import NotFound, Unprocessable
+from server.routes.common import ERRORS, Cursor, Limit, Tick
+from server.schemas import (
+    EpisodeBegin,
+    EpisodeDetail,
+    EpisodeOut,
+    EpisodeStarted,
+    JudgmentIn,
+    JudgmentOut,
+    JudgmentsAccepted,
+    Page,
+    Status,
+    StepIn,
+    StepOut,
+    StepRecord,
+    TaskOut,
+)
+from world.store import records
+from world.store.models import EpisodeRow, JudgmentRow
+
+router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
+EpisodeId = Annotated[int, Path(ge=1, le=2**62)]
+
+
+@router.post("", response_model=EpisodeStarted, status_code=status.HTTP_201_CREATED)
+def begin_episode(
+    runtime: RuntimeDep, caller: PolicyDep, body: EpisodeBegin | None = None
+) -> EpisodeStarted:
+    body = body or EpisodeBegin()
+    return service.begin(runtime, caller, body.task_id, body.family)
+
+
+@router.post("/{episode_id}/steps", response_model=StepOut)
+def take_step(
+    episode_id: EpisodeId, body: StepIn, runtime: RuntimeDep, caller: PolicyDep
+) -> StepOut:
+    return service.step(runtime, caller, episode_id, body.step, body.action)
+
+
+@router.post("/{episode_id}/abandon", response_model=EpisodeOut)
+def abandon_episode(
+    episode_id: EpisodeId, runtime: RuntimeDep, caller: PolicyDep, session: SessionDep
+) -> EpisodeOut:
+    episode = service.abandon(runtime, caller, episode_id)
+    return _episode_out(session, episode)
+
+
+@router.get("", response_model=Page[EpisodeOut])
+def list_episodes(
+    session: SessionDep,
+    _caller: CallerDep,
+    agent: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+    task: Annotated[str | None, Query(max_length=64)] = None,
+    family: Annotated[str | None, Query(max_length=32)] = None,
+    status: Status | None = None,
+    from_tick: Tick = None,
+    to_tick: Tick = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+) -> Page[EpisodeOut]:
+    found = records.list_episodes(
+        session=session,
+        agent=agent,
+        task=task,
+        family=family,
+        status=status,
+        from_tick=from_tick,
+        to_tick=to_tick,
+        limit=limit,
+        cursor=_int_cursor(cursor),
+    )
+    return Page[EpisodeOut](
+        items=[_episode_out(session, e) for e in found.items], next_cursor=found.next_cursor
+    )
+
+
+@router.get("/{episode_id}", response_model=EpisodeDetail)
+def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep) -> EpisodeDetail:
+    episode = records.get_episode(session=session, episode_id=episode_id)
+    if episode is None:
+        raise NotFound(f"no episode {episode_id}")
+    steps = [
+        StepRecord(action=s.action, **service.step_out(s).model_dump())
+        for s in records.steps_of(session=session, episode_id=episode.id)
+    ]
+    judgments = [
+        _judgment_out(j) for j in records.judgments_of(session=session, episode_id=episode.id)
+    ]
+    return EpisodeDetail(
+        **_episode_out(session, episode).model_dump(),
+        observation=episode.observation,
+        admissible_actions=list(episode.admissible),
+        steps=steps,
+        judgments=judgments,
+    )
+
+
+@router.post(
+    "/{episode_id}/judgments", response_model=JudgmentsAccepted, status_code=status.HTTP_201_CREATED
+)
+def judge_steps(
+    episode_id: EpisodeId,
+    judgments: Annotated[list[JudgmentIn], Body(max_length=1024)],
+    session: SessionDep,
+    caller: RewardDep,
+) -> JudgmentsAccepted:
+    episode = records.get_episode(session=session, episode_id=episode_id)
+    if episode is None:
+        raise NotFound(f"no episode {episode_id}")
+    unknown = sorted({j.step for j in judgments if j.step > episode.last_step})
+    if unknown:
+        raise Unprocessable(
+            f"expected steps 1..{episode.last_step} of episode {episode_id}, got {unknown}",
+            code="unknown_step",
+            details={"steps": unknown},
+        )
+    now = time.time()
+    made = records.add_judgments(
+        session=session,
+        rows=[
+            {
+                "episode_id": episode.id,
+                "step": j.step,
+                "agent_id": caller.id,
+                "score": j.score,
+                "rationale": j.rationale,
+                "model_version": j.model_version,
+                "created_at": now,
+            }
+            for j in judgments
+        ],
+    )
+    session.commit()
+    return JudgmentsAccepted(accepted=len(made), judgments=[_judgment_out(j) for j in made])
+
+
+def _int_cursor(cursor: str | None) -> str | None:
+    if cursor is not None and not cursor.isdigit():
+        raise Unprocessable(
+            f"expected a cursor from next_cursor, got {cursor!r}", code="bad_cursor"
+        )
+    return cursor
+
+
+def _episode_out(session: SessionDep, episode: EpisodeRow) -> EpisodeOut:
+    task = records.get_task(session=session, task_id=episode.task_id)
+    assert task is not None
+    return EpisodeOut(
+        id=episode.id,
+        agent_id=episode.agent_id,
+        avatar_id=episode.avatar_id,
+        task=TaskOut(id=task.id, family=task.family, params=task.params, text=task.text),
+        family=episode.family,
+        status=episode.status,
+        outcome=episode.outcome,
+        budget=episode.budget,
+        last_step=episode.last_step,
+        begin_tick=episode.begin_tick,
+        end_tick=episode.end_tick,
+    )
+
+
+def _judgment_out(j: JudgmentRow) -> JudgmentOut:
+    return JudgmentOut(
+        id=j.id,
+        step=j.step,
+        score=j.score,
+        rationale=j.rationale,
+        model_version=j.model_version,
+        agent_id=j.agent_id,
+    )

@@ -1,0 +1,42 @@
+"""The server's one settings class: every field is a ``bigworld serve`` flag and an
+environment variable ``BIGWORLD_<FIELD>`` (design §6, "Configuration")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Configuration of one server process. Times are wall-clock seconds; the world's own
+    clock is the tick, which the server never derives from wall time."""
+
+    model_config = SettingsConfigDict(env_prefix="BIGWORLD_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    data_dir: Path = Path("./bigworld-data")
+    database_url: str | None = None  # default: SQLite file world.db inside data_dir (WAL)
+    seed: int = 0  # used only when the database holds no world yet
+    admin_token: SecretStr | None = None  # default: generated once into data_dir/admin_token
+    step_budget: int = Field(50, ge=1, le=100_000)  # steps per episode before outcome -1
+    episode_idle_timeout_s: float = Field(900.0, gt=0)  # open episodes idle longer are abandoned
+    heartbeat_s: float = Field(0.0, ge=0)  # seconds per heartbeat tick; 0 turns it off
+    rate_limit_per_s: float = Field(5000.0, gt=0)  # sustained requests per second per token
+    rate_limit_burst: int = Field(10_000, ge=1)  # requests a token may send at once
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
+    db_pool_size: int = Field(20, ge=1)
+    log_level: str = "info"
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'world.db').resolve()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url().startswith("sqlite")
