@@ -46,7 +46,7 @@ def test_validate_normalises_case_and_spaces() -> None:
 
 
 @pytest.mark.parametrize("text", MALFORMED, ids=repr)
-def test_malformed_text_changes_nothing(sim, text: str) -> None:  # noqa: ANN001
+def test_malformed_text_changes_nothing(sim, text: str) -> None:
     before, tick, events = sim.hash(), sim.tick, len(sim.backend.events)
     with pytest.raises(ActionError):
         sim.step("a", text)
@@ -110,7 +110,7 @@ def test_outside_the_grammar_parses_to_none(text: str) -> None:
     assert actions.parse(actions.validate(text)) is None
 
 
-def test_non_grammar_text_is_a_rejected_step_not_an_error(sim) -> None:  # noqa: ANN001
+def test_non_grammar_text_is_a_rejected_step_not_an_error(sim) -> None:
     result = sim.step("a", "dance wildly")
     assert not result.accepted and result.observation == "Nothing happens."
     rejected = [e for e in sim.backend.events if e.kind == "rejected"]

@@ -112,7 +112,7 @@ def data_dir(tmp_path: Path) -> Path:
     return target
 
 
-def _edit(data_dir: Path, name: str, change) -> None:  # noqa: ANN001 - a small callback
+def _edit(data_dir: Path, name: str, change) -> None:
     path = data_dir / name
     data = yaml.safe_load(path.read_text())
     change(data)
@@ -130,7 +130,7 @@ def test_missing_file(data_dir: Path) -> None:
         load_rules(data_dir)
 
 
-def _set(section: str, name: str, spec: dict):  # noqa: ANN202
+def _set(section: str, name: str, spec: dict):
     def change(data: dict) -> None:
         data[section][name] = spec
 
@@ -161,7 +161,7 @@ def _set(section: str, name: str, spec: dict):  # noqa: ANN202
         ("regions.yaml", lambda d: d["regions"]["village"]["groups"].append({"places": ["castle"]}), "castle"),
     ],
 )  # fmt: skip
-def test_bad_data_raises_rules_error(data_dir: Path, file: str, change, message: str) -> None:  # noqa: ANN001
+def test_bad_data_raises_rules_error(data_dir: Path, file: str, change, message: str) -> None:
     _edit(data_dir, file, change)
     with pytest.raises(RulesError, match=message):
         load_rules(data_dir)
