@@ -67,12 +67,14 @@ def any_admin(*, session: Session) -> AgentRow | None:
 
 
 # -- tasks ---------------------------------------------------------------------------------
-def save_task(*, session: Session, spec: dict[str, Any], text: str, tick: int) -> TaskRow:
-    """The task row for ``spec`` (its id is the spec's stable hash), created if new."""
-    row = session.get(TaskRow, spec["id"])
+def save_task(
+    *, session: Session, task_id: str, spec: dict[str, Any], text: str, tick: int
+) -> TaskRow:
+    """The task row for ``spec`` (``task_id`` is the spec's stable hash), created if new."""
+    row = session.get(TaskRow, task_id)
     if row is None:
         row = TaskRow(
-            id=spec["id"],
+            id=task_id,
             family=spec["family"],
             params=spec["params"],
             text=text,
