@@ -69,34 +69,57 @@ def settle(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> bool:
     return thing.attrs != before
 
 
+# Settling must not depend on how often a thing was settled: a read settles what it sees but is
+# not in the event log, so a replay settles less often, and rounding or float sums taken from the
+# last settled value would drift apart. Each dynamic value therefore keeps an anchor (its value
+# at the tick its drivers last changed, and those drivers) and is always recomputed from it. A
+# rule that changes the value or a driver (gathering, a fridge, cooling, heating) did so at the
+# tick of the last settle, ``thing.tick``; the next settle notices and re-anchors there.
+
+
 def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> None:
     attrs = thing.attrs
     temp_until = int(attrs.get("temp_until", now))  # heated or cooled until this tick
     spoil_ticks = rules.objects[thing.type].spoil_ticks
-    if spoil_ticks is not None and attrs.get("fresh", 0.0) > 0.0:
+    if spoil_ticks is not None and "fresh" in attrs:
+        cold_until = temp_until if attrs.get("temp") == COLD else None
+        chilled = bool(attrs.get("chilled"))  # inside a cooling receptacle
+        anchored_cold = int(attrs.get("fresh_cold_until", thing.tick))
+        if (
+            attrs.get("fresh_last") != attrs["fresh"]
+            or attrs.get("fresh_chilled") != chilled
+            or (cold_until is not None and cold_until != anchored_cold)
+            or (cold_until is None and anchored_cold > thing.tick)  # cooling cut short
+        ):
+            attrs["fresh_tick"] = thing.tick
+            attrs["fresh_base"] = float(attrs["fresh"])
+            attrs["fresh_chilled"] = chilled
+            attrs["fresh_cold_until"] = cold_until if cold_until is not None else thing.tick
+        anchor_tick, cold_end = int(attrs["fresh_tick"]), int(attrs["fresh_cold_until"])
         loss = 0.0
-        for lo, hi, version, _season in segments(meta, thing.tick, now):
-            cold_ticks = 0 if attrs.get("temp") != COLD else max(0, min(hi, temp_until) - lo)
-            if attrs.get("chilled"):  # inside a cooling receptacle
-                cold_ticks = hi - lo
+        for lo, hi, version, _season in segments(meta, anchor_tick, now):
+            cold_ticks = hi - lo if chilled else max(0, min(hi, cold_end) - lo)
             warm_ticks = (hi - lo) - cold_ticks
             rate = FRESH / spoil_ticks * version.spoil_rate
             loss += rate * (warm_ticks + cold_ticks * version.cold_spoil_factor)
-        attrs["fresh"] = round(max(0.0, float(attrs["fresh"]) - loss), 3)
+        attrs["fresh"] = attrs["fresh_last"] = round(max(0.0, float(attrs["fresh_base"]) - loss), 3)
     if attrs.get("temp") in (HOT, COLD) and now >= temp_until:
         attrs["temp"] = ROOM
         attrs.pop("temp_until", None)
 
 
 def _settle_resource(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> None:
+    attrs = thing.attrs
     spec = rules.resources[thing.type]
-    stock = float(thing.attrs.get("stock", 0.0))
-    if stock >= spec.stock:
-        return
-    for lo, hi, version, season in segments(meta, thing.tick, now):
-        if season not in spec.dormant_seasons:
-            stock += (hi - lo) * version.regrow_rate / spec.regrow_ticks
-    thing.attrs["stock"] = round(min(float(spec.stock), stock), 3)
+    stock = float(attrs.get("stock", 0.0))
+    if attrs.get("stock_last") != attrs.get("stock"):
+        attrs["stock_tick"], attrs["stock_base"] = thing.tick, stock
+    base = float(attrs["stock_base"])
+    if base < spec.stock:
+        for lo, hi, version, season in segments(meta, int(attrs["stock_tick"]), now):
+            if season not in spec.dormant_seasons:
+                base += (hi - lo) * version.regrow_rate / spec.regrow_ticks
+    attrs["stock"] = attrs["stock_last"] = round(min(float(spec.stock), base), 3)
 
 
 def temperature_until(version: RulesVersion, now: int) -> int:
