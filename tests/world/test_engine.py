@@ -38,7 +38,7 @@ def rejected(sim, avatar: str, text: str) -> None:
 
 
 def _static(attrs: dict) -> dict:
-    return {k: v for k, v in attrs.items() if k not in ("fresh", "stock")}
+    return {k: v for k, v in attrs.items() if not k.startswith(("fresh", "stock"))}
 
 
 def accepted(sim, avatar: str, text: str) -> str:
