@@ -758,7 +758,8 @@ def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     for thing in snap.held():
         held[thing.type] += int(thing.attrs.get("quantity", 1))
     for item in sorted(snap.rules.recipes):
-        yield {"item": item, "baseline": held[item]}
+        if _expand(snap, item, True) or _expand(snap, item, False):  # the tree bottoms out here
+            yield {"item": item, "baseline": held[item]}
 
 
 def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:

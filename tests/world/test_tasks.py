@@ -1,0 +1,285 @@
+"""Tasks as data: specs round-trip and are validated, goal predicates judge the real world
+(moved and consumed objects included) without changing it, and sampling is deterministic and
+never hands out a task that already holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from world import engine
+from world.errors import TaskError
+from world.state import World
+from world.tasks import FAMILIES, Task, goal_met, sample_task
+
+KITCHEN, BEDROOM, LIVING_ROOM = "0,0:2", "0,0:4", "0,0:1"
+
+
+def rid(sim, label: str, place: str = KITCHEN) -> int:
+    """The id of a receptacle (or resource) by label in a place."""
+    with sim.tx() as world:
+        return sim.find(world, label, place).id
+
+
+def place_task(family: str, receptacle: int, label: str = "cabinet 1", obj: str = "mug") -> Task:
+    return Task.make(family, {"object": obj, "receptacle": receptacle, "receptacle_label": label,
+                              "place": KITCHEN, "place_name": "kitchen 1"})
+
+
+def met(sim, task: Task, avatar: str = "a") -> bool:
+    with sim.tx() as world:
+        return goal_met(world, task, avatar)
+
+
+SPECS = [
+    {"family": "pick_and_place", "params": {"object": "mug", "receptacle": 12, "receptacle_label": "cabinet 2",
+                                            "place": "0,0:2", "place_name": "kitchen 1"}},
+    {"family": "clean_and_place", "params": {"object": "mug", "receptacle": 12, "receptacle_label": "cabinet 2",
+                                             "place": "0,0:2", "place_name": "kitchen 1", "direction": "north"}},
+    {"family": "examine_in_light", "params": {"object": "book", "lamp": 40, "lamp_label": "desk lamp 1",
+                                              "place": "0,0:4", "place_name": "bedroom 1"}},
+    {"family": "craft", "params": {"item": "wagon", "baseline": 0}},
+    {"family": "gather_and_deliver", "params": {
+        "yields": "wood", "units": 3, "baseline": 1, "resource": 7, "resource_label": "tree 1",
+        "resource_place": "1,0:2", "resource_place_name": "grove 1", "resource_direction": "east",
+        "receptacle": 30, "receptacle_label": "chest 1", "place": "0,0:5", "place_name": "workshop 1"}},
+    {"family": "cooperate", "params": {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0}},
+]
+
+
+# -- specs -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["family"])
+def test_spec_round_trip_and_stable_id(spec) -> None:
+    task = Task.from_spec(spec)
+    assert task.spec() == spec
+    again = Task.from_spec({"family": spec["family"], "params": dict(reversed(list(spec["params"].items())))})
+    assert again == task and hash(again) == hash(task) and again.id == task.id
+    assert len(task.id) == 16 and int(task.id, 16) >= 0
+    assert {task: 1}[again] == 1
+
+
+def test_ids_differ_between_tasks() -> None:
+    assert len({Task.from_spec(s).id for s in SPECS}) == len(SPECS)
+
+
+def test_texts_read_like_alfworld() -> None:
+    texts = [Task.from_spec(s).text for s in SPECS]
+    assert texts == [
+        "put a mug in cabinet 2 in the kitchen 1",
+        "put a clean mug in cabinet 2 in the kitchen 1 to the north",
+        "look at book under the desk lamp 1 in the bedroom 1",
+        "craft a wagon",
+        "gather 3 wood from tree 1 in the grove 1 to the east and put them in chest 1 in the workshop 1",
+        "bring an apple to Bob and give it to them",
+    ]
+    heat = place_task("heat_and_place", 3, "countertop 1", "apple")
+    assert heat.text == "heat some apple and put it on countertop 1 in the kitchen 1"
+    assert place_task("pick_two_and_place", 3).text == "put two mug in cabinet 1 in the kitchen 1"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        None,
+        {"family": "pick_and_place"},
+        {"family": "fly_to_moon", "params": {}},
+        {"family": "craft", "params": []},
+        {"family": "craft", "params": {"item": "cart"}},  # baseline missing
+        {"family": "craft", "params": {"item": "cart", "baseline": 0, "colour": "red"}},
+        {"family": "craft", "params": {"item": "", "baseline": 0}},
+        {"family": "craft", "params": {"item": "cart", "baseline": -1}},
+        {"family": "craft", "params": {"item": "cart", "baseline": True}},
+        {"family": "craft", "params": {"item": 3, "baseline": 0}},
+        {"family": "gather_and_deliver", "params": {**SPECS[4]["params"], "units": 0}},
+        {"family": "pick_and_place", "params": {**SPECS[0]["params"], "receptacle": "12"}},
+    ],
+)
+def test_from_spec_rejects_bad_input(spec) -> None:
+    with pytest.raises(TaskError):
+        Task.from_spec(spec)
+
+
+# -- goal predicates ---------------------------------------------------------------------------
+def test_pick_and_place_judges_where_the_object_is_now(sim) -> None:
+    cabinet = rid(sim, "cabinet 1")
+    task = place_task("pick_and_place", cabinet)
+    mug = sim.spawn("mug", holder="a")
+    assert not met(sim, task)
+    sim.step("a", "open cabinet 1")
+    assert sim.step("a", f"put {mug.label} in cabinet 1").accepted
+    assert met(sim, task)
+    sim.step("a", f"take {mug.label} from cabinet 1")  # moved away again
+    assert not met(sim, task)
+    assert not met(sim, place_task("pick_and_place", cabinet, obj="vase"))
+
+
+def test_clean_and_place_needs_a_clean_object(sim) -> None:
+    cabinet = rid(sim, "cabinet 1")
+    task = place_task("clean_and_place", cabinet)
+    sim.spawn("mug", into="cabinet 1", clean=False)
+    assert not met(sim, task)
+    sim.spawn("mug", into="cabinet 1", clean=True)
+    assert met(sim, task)
+
+
+def test_heat_and_place_reads_temperature_as_it_settles_now(sim, rules) -> None:
+    counter = rid(sim, "countertop 1")
+    task = place_task("heat_and_place", counter, "countertop 1", "apple")
+    apple = sim.spawn("apple", holder="a")
+    assert not met(sim, task)
+    sim.step("a", f"heat {apple.label} with stove 1")
+    sim.step("a", f"put {apple.label} on countertop 1")
+    assert met(sim, task)
+    assert not met(sim, place_task("cool_and_place", counter, "countertop 1", "apple"))
+    sim.skip(rules.dynamics.temperature_ticks)  # the apple is back at room temperature
+    assert not met(sim, task)
+
+
+def test_cool_and_place_and_a_consumed_object(sim) -> None:
+    counter = rid(sim, "countertop 1")
+    task = place_task("cool_and_place", counter, "countertop 1", "apple")
+    apple = sim.spawn("apple", holder="a")
+    sim.step("a", "open fridge 1")
+    sim.step("a", f"cool {apple.label} with fridge 1")
+    sim.step("a", f"put {apple.label} on countertop 1")
+    assert met(sim, task)
+    sim.step("a", f"take {apple.label} from countertop 1")
+    sim.step("a", f"eat {apple.label}")  # gone for good
+    assert not met(sim, task)
+
+
+def test_pick_two_needs_two(sim) -> None:
+    counter = rid(sim, "countertop 1")
+    task = place_task("pick_two_and_place", counter, "countertop 1", "spoon")
+    sim.spawn("spoon", into="countertop 1")
+    assert not met(sim, task)
+    sim.spawn("spoon", into="countertop 1")
+    assert met(sim, task)
+
+
+def test_examine_in_light_needs_the_lamp_on_and_the_object_in_hand(sim) -> None:
+    lamp = rid(sim, "desk lamp 1", BEDROOM)
+    task = Task.make("examine_in_light", {"object": "book", "lamp": lamp, "lamp_label": "desk lamp 1",
+                                          "place": BEDROOM, "place_name": "bedroom 1"})
+    sim.spawn("book", holder="a")
+    assert not met(sim, task)  # in the kitchen
+    sim.teleport("a", BEDROOM)
+    assert not met(sim, task)  # lamp off
+    assert sim.step("a", "use desk lamp 1").accepted
+    assert met(sim, task)
+    sim.teleport("a", LIVING_ROOM)
+    assert not met(sim, task)
+
+
+def test_craft_compares_with_the_baseline(sim) -> None:
+    sim.spawn("stick", holder="a")
+    task = Task.make("craft", {"item": "stick", "baseline": 1})
+    assert not met(sim, task)
+    sim.spawn("fiber", holder="a", quantity=3)
+    assert sim.step("a", "craft rope").accepted
+    assert met(sim, Task.make("craft", {"item": "rope", "baseline": 0}))
+    assert not met(sim, Task.make("craft", {"item": "rope", "baseline": 1}))
+
+
+def test_gather_and_deliver_counts_units_above_the_baseline(sim) -> None:
+    counter = rid(sim, "countertop 1")
+    params = {"yields": "water", "units": 2, "baseline": 1, "resource": 2, "resource_label": "well 1",
+              "resource_place": "0,0:0", "resource_place_name": "square 1", "receptacle": counter,
+              "receptacle_label": "countertop 1", "place": KITCHEN, "place_name": "kitchen 1"}
+    task = Task.make("gather_and_deliver", params)
+    sim.spawn("water", into="countertop 1", quantity=2)
+    assert not met(sim, task)
+    sim.spawn("water", into="countertop 1", quantity=1)
+    assert met(sim, task)
+
+
+def test_cooperate_judges_the_other_avatars_hands(sim) -> None:
+    sim.join("b", "Bob")
+    sim.teleport("b", KITCHEN)
+    task = Task.make("cooperate", {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0})
+    apple = sim.spawn("apple", holder="a")
+    assert not met(sim, task)
+    assert sim.step("a", f"give {apple.label} to bob").accepted
+    assert met(sim, task)
+    assert met(sim, task, "b")  # judged on Bob's hands, whoever asks
+    sim.step("b", f"eat {apple.label}")
+    assert not met(sim, task)
+
+
+def test_goal_checks_change_nothing(sim) -> None:
+    sim.spawn("apple", into="countertop 1")
+    counter = rid(sim, "countertop 1")
+    sim.skip(500)  # everything in the kitchen now has dynamics to settle
+    before = sim.hash()
+    world = World(sim.backend)
+    tasks = [place_task(f, counter, "countertop 1", "apple")
+             for f in ("pick_and_place", "heat_and_place", "pick_two_and_place")]
+    for task in tasks:
+        goal_met(world, task, "a")
+    changes = world.commit()
+    assert not changes.things and not changes.avatars and not changes.events
+    assert sim.hash() == before
+
+
+# -- sampling ----------------------------------------------------------------------------------
+def _try_sample(world: World, key: str, family: str) -> Task | None:
+    try:
+        return sample_task(world, "a", key=key, family=family)
+    except TaskError:
+        return None
+
+
+def test_sampling_is_deterministic_and_never_pre_satisfied(make_sim) -> None:
+    def draw(seed: int, key: str) -> list[Task | None]:
+        s = make_sim(seed)
+        s.join("a", "Alice")
+        s.join("b", "Bob")
+        with s.tx() as world:
+            return [_try_sample(world, key, f) for f in FAMILIES]
+
+    first, again = draw(3, "k1"), draw(3, "k1")
+    assert first == again
+    assert [t.family for t in first if t] == [f for f, t in zip(FAMILIES, first, strict=True) if t]
+    assert sum(t is not None for t in first) >= 7  # the origin village alone offers most families
+    assert draw(3, "k2") != first
+    s = make_sim(3)
+    s.join("a", "Alice")
+    s.join("b", "Bob")
+    for n in range(12):
+        with s.tx() as world:
+            task = sample_task(world, "a", key=f"n{n}")
+            assert not goal_met(world, task, "a")
+
+
+def test_sampling_does_not_change_the_world(make_sim) -> None:
+    s = make_sim(5)
+    s.join("a", "Alice")
+    s.join("b", "Bob")
+    s.skip(300)
+    before = s.hash()
+    world = World(s.backend)
+    for family in FAMILIES:
+        _try_sample(world, "x", family)
+    changes = world.commit()
+    assert not changes.things and not changes.events and not changes.regions
+    assert s.hash() == before
+
+
+def test_sampling_errors(make_sim) -> None:
+    s = make_sim(3)
+    s.join("a", "Alice")
+    with s.tx() as world:
+        with pytest.raises(TaskError, match="family"):
+            sample_task(world, "a", key="k", family="nope")
+        with pytest.raises(TaskError, match="cooperate"):
+            sample_task(world, "a", key="k", family="cooperate")  # nobody else to help
+
+
+def test_step_then_goal_agrees_with_engine_view(sim) -> None:
+    """A task sampled here names things exactly as observations do."""
+    sim.join("b", "Bob")
+    with sim.tx() as world:
+        task = sample_task(world, "a", key="names", family="pick_and_place")
+    label = task.params["receptacle_label"]
+    sim.teleport("a", task.params["place"])
+    with sim.tx() as world:
+        assert label in engine.observe(world, "a").text
