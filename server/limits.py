@@ -17,10 +17,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.errors import error_body
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     """ASGI middleware: refuse request bodies over ``max_bytes`` with a 413 error body."""
 
@@ -42,28 +38,36 @@ class BodySizeLimit:
                     await self._refuse(send, declared)
                     return
         seen = 0
-        started = False
+        started = refused = False
 
         async def counting_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    # Answer now and tell the app the client left: it stops reading the body.
+                    refused = True
+                    if not started:
+                        await self._refuse(send, seen)
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 has been sent; whatever the app answers is dropped
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send, seen)
+            await self.app(scope, counting_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
 
     async def _refuse(self, send: Send, size: int) -> None:
         body = json.dumps(

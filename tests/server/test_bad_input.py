@@ -1,0 +1,169 @@
+"""Bad requests get their documented status and error shape, and change nothing: the world's
+state hash and every table's row count are the same before and after each one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ADMIN_TOKEN, Api, ServerProcess, db_state
+
+
+def _chunks(total: int) -> Callable[[], object]:
+    def body():  # no Content-Length: the server must count as the bytes stream in
+        sent = 0
+        while sent < total:
+            yield b"x" * 8192
+            sent += 8192
+
+    return body
+
+
+def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admin: Api) -> None:
+    ann, cy, watcher = admin.agent("ann"), admin.agent("cy"), admin.agent("watch", "observer")
+    judge = admin.agent("judge", "reward")
+    episode = ann.post("/v1/episodes", json={}).json()["episode_id"]
+    assert (
+        ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look"}).status_code
+        == 200
+    )
+    steps = f"/v1/episodes/{episode}/steps"
+    anonymous, forged = Api(server.url), Api(server.url, "bw_forged")
+    json_headers = {"Content-Type": "application/json"}
+
+    cases: list[tuple[str, int, Callable[[], httpx.Response]]] = [
+        (
+            "malformed json",
+            400,
+            lambda: ann.post(steps, content=b'{"step": 2,', headers=json_headers),
+        ),
+        ("step as string", 422, lambda: ann.post(steps, json={"step": "2", "action": "look"})),
+        ("action as number", 422, lambda: ann.post(steps, json={"step": 2, "action": 5})),
+        ("unknown field", 422, lambda: ann.post(steps, json={"step": 2, "action": "look", "x": 1})),
+        ("missing field", 422, lambda: ann.post(steps, json={"step": 2})),
+        ("body is a list", 422, lambda: ann.post(steps, json=[1, 2])),
+        ("step zero", 422, lambda: ann.post(steps, json={"step": 0, "action": "look"})),
+        ("action too long", 422, lambda: ann.post(steps, json={"step": 2, "action": "l" * 513})),
+        ("empty action", 422, lambda: ann.post(steps, json={"step": 2, "action": ""})),
+        (
+            "control characters",
+            422,
+            lambda: ann.post(steps, json={"step": 2, "action": "look\u0000"}),
+        ),
+        (
+            "oversized body",
+            413,
+            lambda: ann.post(steps, content=b"x" * (70 * 1024), headers=json_headers),
+        ),
+        (
+            "oversized chunked body",
+            413,
+            lambda: ann.post(steps, content=_chunks(200 * 1024)(), headers=json_headers),
+        ),
+        (
+            "unknown episode",
+            404,
+            lambda: ann.post("/v1/episodes/999999/steps", json={"step": 1, "action": "look"}),
+        ),
+        (
+            "episode id out of range",
+            422,
+            lambda: ann.post(f"/v1/episodes/{2**70}/steps", json={"step": 1, "action": "l"}),
+        ),
+        ("someone else's episode", 403, lambda: cy.post(steps, json={"step": 2, "action": "look"})),
+        ("someone else's abandon", 403, lambda: cy.post(f"/v1/episodes/{episode}/abandon")),
+        ("observer begins", 403, lambda: watcher.post("/v1/episodes", json={})),
+        (
+            "policy registers agent",
+            403,
+            lambda: ann.post("/v1/agents", json={"name": "eve", "role": "admin"}),
+        ),
+        ("no token", 401, lambda: anonymous.post(steps, json={"step": 2, "action": "look"})),
+        ("forged token", 401, lambda: forged.get("/v1/world")),
+        ("skipped index", 409, lambda: ann.post(steps, json={"step": 3, "action": "look"})),
+        (
+            "replayed index, other action",
+            409,
+            lambda: ann.post(steps, json={"step": 1, "action": "wait"}),
+        ),
+        ("second open episode", 409, lambda: ann.post("/v1/episodes", json={})),
+        ("unknown task", 404, lambda: cy.post("/v1/episodes", json={"task_id": "nope"})),
+        ("unknown family", 422, lambda: cy.post("/v1/episodes", json={"family": "juggling"})),
+        (
+            "duplicate agent",
+            409,
+            lambda: Api(server.url, ADMIN_TOKEN).post(
+                "/v1/agents", json={"name": "ann", "role": "policy"}
+            ),
+        ),
+        (
+            "bad agent name",
+            422,
+            lambda: Api(server.url, ADMIN_TOKEN).post(
+                "/v1/agents", json={"name": "A B", "role": "policy"}
+            ),
+        ),
+        (
+            "bad role",
+            422,
+            lambda: Api(server.url, ADMIN_TOKEN).post(
+                "/v1/agents", json={"name": "zed", "role": "god"}
+            ),
+        ),
+        (
+            "score out of range",
+            422,
+            lambda: judge.post(
+                f"/v1/episodes/{episode}/judgments",
+                json=[{"step": 1, "score": 2, "model_version": "r"}],
+            ),
+        ),
+        ("bad cursor", 422, lambda: ann.get("/v1/events", params={"cursor": "abc"})),
+        ("bad place id", 422, lambda: ann.get("/v1/places/kitchen")),
+        ("unknown path", 404, lambda: ann.get("/v1/nothing-here")),
+        ("wrong method", 405, lambda: ann.delete(f"/v1/episodes/{episode}")),
+    ]
+    for name, status, send in cases:
+        before = db_state(server.database_url)
+        reply = send()
+        assert reply.status_code == status, f"{name}: {reply.status_code} {reply.text[:300]}"
+        error = reply.json()["error"]
+        assert isinstance(error["code"], str) and error["message"] and "details" in error, name
+        assert db_state(server.database_url) == before, f"{name} changed the database"
+
+    # The episode is intact and carries on from step 2.
+    assert ann.post(steps, json={"step": 2, "action": "look"}).status_code == 200
+
+
+def test_rate_limit_per_token(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'w.db'}",
+        tmp_path / "data",
+        BIGWORLD_RATE_LIMIT_PER_S="0.5",
+        BIGWORLD_RATE_LIMIT_BURST="3",
+    ).start()
+    try:
+        watcher = Api(proc.url).agent("watch", "observer")  # the admin's bucket pays for this
+        statuses = [watcher.get("/v1/world").status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        limited = watcher.get("/v1/world")
+        assert (
+            limited.json()["error"]["code"] == "rate_limited"
+            and int(limited.headers["Retry-After"]) >= 1
+        )
+        assert Api(proc.url).agent("other", "observer").get("/v1/world").status_code == 200
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_open_routes_need_no_token(server: ServerProcess, path: str) -> None:
+    reply = httpx.get(server.url + path)
+    assert reply.status_code == 200
+    if path == "/metrics":
+        assert (
+            "bigworld_world_tick 0" in reply.text
+            and "# TYPE bigworld_step_seconds histogram" in reply.text
+        )
