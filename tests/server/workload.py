@@ -1,0 +1,149 @@
+"""Client threads that play episodes with random admissible actions, surviving server crashes,
+and the checks that compare what they were told with what the database holds."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from world.state import MemoryBackend, World
+from world.store import SqlBackend, make_engine, read_meta, session_factory
+from world.store.models import AvatarRow, EventRow, StepRow, ThingRow
+from world.store.replay import replay
+
+RETRYABLE = (httpx.TransportError,)
+
+
+@dataclass(frozen=True)
+class Ack:
+    episode: int
+    step: int
+    action: str
+    tick: int
+    phase: int  # which server life answered it (0 before the crash, 1 after)
+
+
+@dataclass(eq=False)
+class Walker(threading.Thread):
+    base_url: str
+    token: str
+    seed: int
+    acks: list[Ack]
+    stop: threading.Event
+    phase: list[int]  # shared, phase[0] is the current server life
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+        self.rng = random.Random(self.seed)
+        self.http = httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30.0
+        )
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """Send until the server answers (it may be down for a while): safe for steps, whose
+        index makes a resend idempotent, and for begin, whose resend meets a 409 naming it."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                reply = self.http.request(method, path, **kw)
+                if reply.status_code != 503:
+                    return reply
+            except RETRYABLE:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{method} {path}: server unreachable for 120 s")
+            time.sleep(0.05)
+
+    def _begin(self) -> tuple[int, int, list[str]]:
+        reply = self._send("POST", "/v1/episodes", json={})
+        if reply.status_code == 201:
+            body = reply.json()
+            return body["episode_id"], 0, body["admissible_actions"]
+        assert reply.status_code == 409, reply.text
+        episode = reply.json()["error"]["details"]["episode_id"]
+        detail = self._send("GET", f"/v1/episodes/{episode}").json()
+        last = detail["steps"][-1] if detail["steps"] else detail
+        return episode, detail["last_step"], last["admissible_actions"]
+
+    def run(self) -> None:
+        try:
+            self._play()
+        except Exception as exc:  # reported by the test
+            self.problems.append(repr(exc))
+
+    def _play(self) -> None:
+        episode = None
+        while not self.stop.is_set():
+            if episode is None:
+                episode, last, admissible = self._begin()
+            action = self.rng.choice(admissible)
+            phase = self.phase[0]
+            reply = self._send(
+                "POST", f"/v1/episodes/{episode}/steps", json={"step": last + 1, "action": action}
+            )
+            if reply.status_code == 409 and reply.json()["error"]["code"] == "episode_ended":
+                episode = None
+                continue
+            if reply.status_code != 200:
+                self.problems.append(
+                    f"step {last + 1} of {episode}: {reply.status_code} {reply.text[:200]}"
+                )
+                return
+            body = reply.json()
+            self.acks.append(
+                Ack(episode, body["step"], action, body["tick"], max(phase, self.phase[0]))
+            )
+            last, admissible = body["step"], body["admissible_actions"]
+            if body["done"]:
+                episode = None
+
+
+def check_history(database_url: str, acks: list[Ack]) -> str:
+    """Assert the database agrees with every acknowledged step; returns the live state hash."""
+    engine = make_engine(database_url)
+    try:
+        with session_factory(engine)() as session:
+            steps = {(r.episode_id, r.step): r for r in session.scalars(select(StepRow))}
+            told = {(a.episode, a.step): a for a in acks}
+            assert len(told) == len(acks), "a step index was acknowledged twice"
+            assert set(steps) == set(told), "acknowledged steps and stored steps differ"
+            for key, ack in told.items():
+                assert (steps[key].action, steps[key].tick) == (ack.action, ack.tick), key
+            ticks = sorted(r.tick for r in steps.values())
+            assert ticks == list(range(1, len(ticks) + 1)), "ticks are not one per step"
+            assert read_meta(session)["tick"] == len(ticks)
+            avatars = {a.id for a in session.scalars(select(AvatarRow))}
+            actions = session.execute(
+                select(EventRow.actor, EventRow.tick).where(EventRow.kind == "action")
+            ).all()
+            assert len(actions) == len(steps) and {t for _, t in actions} == set(ticks)
+            assert {a for a, _ in actions} <= avatars
+            for thing in session.scalars(select(ThingRow)):
+                assert (thing.place is None) != (thing.holder is None), (
+                    f"thing {thing.id} is nowhere or twice"
+                )
+                if thing.holder is not None:
+                    assert thing.holder in avatars and thing.container is None
+            live = World(SqlBackend(session)).state_hash()
+            events = [
+                dict(r)
+                for r in session.execute(
+                    select(EventRow.__table__).order_by(EventRow.id)
+                ).mappings()
+            ]
+            seed = read_meta(session)["seed"]
+    finally:
+        engine.dispose()
+    rebuilt = MemoryBackend(seed)
+    replay(events, rebuilt)
+    assert World(rebuilt).state_hash() == live, (
+        "replaying the event log does not give the live state"
+    )
+    return live
