@@ -1,0 +1,84 @@
+"""Schemathesis over /openapi.json against the real server: no request gets a 5xx answer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ADMIN_TOKEN, Api, ServerProcess
+
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+
+
+def _fuzz(server: ServerProcess, token: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        str(SCHEMATHESIS),
+        "run",
+        f"{server.url}/openapi.json",
+        "--checks",
+        "not_a_server_error",
+        "-H",
+        f"Authorization: Bearer {token}",
+        "--max-examples",
+        os.environ.get("BIGWORLD_FUZZ_EXAMPLES", "25"),
+        "--workers",
+        "2",
+        "--seed",
+        "1",
+        "--request-timeout",
+        "30",
+        "--generation-database",
+        "none",
+        "--suppress-health-check",
+        "all",
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp)
+
+
+def test_openapi_describes_every_route_with_models(server: ServerProcess) -> None:
+    spec = httpx.get(server.url + "/openapi.json").json()
+    for path in (
+        "/v1/agents",
+        "/v1/world",
+        "/v1/episodes",
+        "/v1/episodes/{episode_id}/steps",
+        "/v1/episodes/{episode_id}/abandon",
+        "/v1/episodes/{episode_id}",
+        "/v1/episodes/{episode_id}/judgments",
+        "/v1/events",
+        "/v1/things/{thing_id}",
+        "/v1/places/{place_id}",
+        "/v1/tasks",
+        "/v1/tasks/{task_id}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ):
+        assert path in spec["paths"], path
+    step = spec["paths"]["/v1/episodes/{episode_id}/steps"]["post"]
+    assert step["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/StepOut"
+    )
+    assert step["responses"]["409"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ErrorBody"
+    )
+    assert {"StepIn", "EpisodeStarted", "EventOut", "ThingOut", "TaskDetail"} <= set(
+        spec["components"]["schemas"]
+    )
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_server_error(
+    server: ServerProcess, admin: Api, tmp_path: Path
+) -> None:
+    policy = admin.agent("fuzz")
+    begun = policy.post("/v1/episodes", json={})
+    assert begun.status_code == 201
+    for token in (str(policy.http.headers["Authorization"]).split()[1], ADMIN_TOKEN):
+        result = _fuzz(server, token, tmp_path)
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert httpx.get(server.url + "/readyz").status_code == 200
