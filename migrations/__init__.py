@@ -7,6 +7,8 @@ once over one database migrate it exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -17,6 +19,7 @@ from sqlalchemy import Connection, Engine, text
 
 HERE = Path(__file__).parent
 _ADVISORY_LOCK = 0x6269_6777  # "bigw": any constant shared by every bigworld process
+_STARTUP_LOCK = _ADVISORY_LOCK + 1
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -41,6 +44,23 @@ def current_revision(connection: Connection) -> str | None:
 def at_head(engine: Engine) -> bool:
     with engine.connect() as connection:
         return current_revision(connection) == head_revision()
+
+
+@contextmanager
+def startup_lock(engine: Engine) -> Iterator[None]:
+    """Serialise start-up work (migrate, create the world, bootstrap the admin) across server
+    processes over one PostgreSQL database; a no-op elsewhere (SQLite has one host)."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _STARTUP_LOCK})
+        connection.commit()
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _STARTUP_LOCK})
+            connection.commit()
 
 
 def upgrade_to_head(engine: Engine) -> str:

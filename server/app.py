@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from migrations import upgrade_to_head
+from migrations import startup_lock, upgrade_to_head
 from server.auth import bootstrap_admin
 from server.background import background_work
 from server.errors import install_error_handlers
@@ -30,7 +30,13 @@ def prepare_database(runtime: Runtime) -> None:
     """Migrate to head, create the world row, bootstrap the admin (idempotent)."""
     settings = runtime.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade_to_head(runtime.engine)
+    with startup_lock(runtime.engine):
+        upgrade_to_head(runtime.engine)
+        _prepare_world(runtime)
+
+
+def _prepare_world(runtime: Runtime) -> None:
+    settings = runtime.settings
     with runtime.world_transaction_unlocked() as session:
         meta = ensure_world(session, settings.seed, runtime.rules)
         if meta["seed"] != settings.seed:

@@ -38,6 +38,7 @@ class Walker(threading.Thread):
     stop: threading.Event
     phase: list[int]  # shared, phase[0] is the current server life
     problems: list[str] = field(default_factory=list)
+    greedy: float = 0.0  # chance of picking a "take" action when there is one (to make races)
 
     def __post_init__(self) -> None:
         threading.Thread.__init__(self, daemon=True)
@@ -83,7 +84,10 @@ class Walker(threading.Thread):
         while not self.stop.is_set():
             if episode is None:
                 episode, last, admissible = self._begin()
-            action = self.rng.choice(admissible)
+            takes = [a for a in admissible if a.startswith("take ")]
+            action = self.rng.choice(
+                takes if takes and self.rng.random() < self.greedy else admissible
+            )
             phase = self.phase[0]
             reply = self._send(
                 "POST", f"/v1/episodes/{episode}/steps", json={"step": last + 1, "action": action}
