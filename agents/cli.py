@@ -71,23 +71,10 @@ def client_for(args: argparse.Namespace) -> BigWorldClient:
     return BigWorldClient(args.server, args.token)
 
 
-# Command-line option → query parameter of the list routes (design §6).
-TICK_FILTERS = {"from_tick": "from_tick", "to_tick": "to_tick"}
-EPISODE_FILTERS = {
-    "agent": "agent",
-    "task": "task",
-    "family": "family",
-    "status": "status",
-    "policy_version": "policy_version",
-    **TICK_FILTERS,
-}
-EVENT_FILTERS = {
-    "kind": "kind",
-    "entity": "entity",
-    "region": "region",
-    "actor": "actor",
-    **TICK_FILTERS,
-}
+# The query parameters of the list routes (design §6); each is the option of the same name.
+TICK_FILTERS = ("from_tick", "to_tick")
+EPISODE_FILTERS = ("agent", "task", "family", "status", *TICK_FILTERS)
+EVENT_FILTERS = ("kind", "entity", "region", "actor", *TICK_FILTERS)
 
 
 def add_tick_filters(parser: argparse.ArgumentParser) -> None:
@@ -96,23 +83,22 @@ def add_tick_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def add_episode_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", help="agent id")
+    parser.add_argument("--agent", type=int, help="agent id")
     parser.add_argument("--task", help="task id")
     parser.add_argument("--family", help="task family, e.g. pick_and_place")
-    parser.add_argument("--status", help="open, succeeded, failed or abandoned")
-    parser.add_argument("--policy-version", help="policy version recorded on the steps")
+    parser.add_argument("--status", choices=("open", "succeeded", "failed", "abandoned"))
 
 
 def add_event_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", help="event kind")
-    parser.add_argument("--entity", help="id of an entity the event touches")
+    parser.add_argument("--entity", help='an entity the event touches, e.g. "thing:7"')
     parser.add_argument("--region", help="region key, e.g. 0,0")
-    parser.add_argument("--actor", help="acting avatar or agent id")
+    parser.add_argument("--actor", help="the acting avatar's id")
 
 
-def filters(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
-    given = {param: getattr(args, option, None) for option, param in names.items()}
-    return {param: value for param, value in given.items() if value is not None}
+def filters(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    given = {name: getattr(args, name, None) for name in names}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 # --- history ---------------------------------------------------------------------------------
@@ -191,7 +177,7 @@ def run_events(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     wrong = EVENT_FILTERS if args.what != "events" else EPISODE_FILTERS
-    misplaced = set(filters(args, wrong)) - set(TICK_FILTERS.values())
+    misplaced = set(filters(args, wrong)) - set(TICK_FILTERS)
     if misplaced:
         args.parser.error(f"--what {args.what} takes no {', '.join(sorted(misplaced))} filter")
     fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "jsonl")
@@ -216,9 +202,9 @@ def export_rows(client: BigWorldClient, args: argparse.Namespace) -> Iterator[Re
         for step in detail.get("steps") or ():
             yield {
                 "episode_id": summary["id"],
-                "agent": detail.get("agent_id"),
-                "family": detail.get("family"),
-                "task_id": detail.get("task_id"),
+                "agent_id": detail["agent_id"],
+                "family": detail["family"],
+                "task_id": detail["task"]["id"],
                 **step,
             }
 

@@ -236,16 +236,15 @@ def _recorded_step(detail: Record, step: int, action: str) -> Record | None:
 
 def _start_from_detail(detail: Record) -> EpisodeStart:
     """An :class:`EpisodeStart` for an open episode read back with ``GET /v1/episodes/{id}``:
-    the latest observation (step 0's, or the last step's) and the task."""
+    its task and latest observation (step 0's, or the last acknowledged step's)."""
     steps = detail.get("steps") or []
     latest = steps[-1] if steps else detail
-    task = detail.get("task") or {"id": detail.get("task_id"), "family": detail.get("family")}
     return EpisodeStart(
-        episode_id=detail.get("episode_id", detail.get("id")),
-        task=Task.from_json(task),
-        observation=latest.get("observation", ""),
-        admissible_actions=tuple(latest.get("admissible_actions") or ()),
-        tick=latest.get("tick", detail.get("tick", 0)),
+        episode_id=detail["id"],
+        task=Task.from_json(detail["task"]),
+        observation=latest["observation"],
+        admissible_actions=tuple(latest["admissible_actions"]),
+        tick=latest["tick"] if steps else detail["begin_tick"],
     )
 
 

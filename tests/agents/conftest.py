@@ -14,10 +14,14 @@ from agents.client import AgentCredentials, BigWorldClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not a package
 from live import LiveServer, live_server  # noqa: E402
 
+STEP_BUDGET = 12
+
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with live_server(tmp_path_factory.mktemp("bigworld-agents")) as running:
+    # A short step budget, so that a test can run an episode out of steps.
+    env = {"BIGWORLD_STEP_BUDGET": str(STEP_BUDGET)}
+    with live_server(tmp_path_factory.mktemp("bigworld-agents"), env=env) as running:
         yield running
 
 

@@ -64,7 +64,7 @@ class FakeEpisodes:
                     "task": TASK,
                     "observation": "You are in the kitchen.",
                     "admissible_actions": ["look"],
-                    "tick": 7,
+                    "begin_tick": 7,
                     "steps": self.steps,
                 },
             )
@@ -186,6 +186,7 @@ def test_begin_retried_after_dropped_answer_returns_the_open_episode_not_a_secon
     assert start.task.family == "pick_and_place"
     assert start.observation == "You are in the kitchen."
     assert start.admissible_actions == ("look",)
+    assert start.tick == 7
 
 
 def test_begin_conflict_on_first_try_is_an_error():
@@ -351,9 +352,9 @@ def test_events_things_places_and_tasks(client):
     assert tasks
     assert client.task(tasks[0]["id"])["id"] == tasks[0]["id"]
     with pytest.raises(NotFoundError):
-        client.thing("no-such-thing")
+        client.thing(10**12)
     with pytest.raises(NotFoundError):
-        client.place("no-such-place")
+        client.place("99999,99999:99")
 
 
 def test_roles_and_validation_are_errors(server, make_agent, client):
