@@ -346,8 +346,21 @@ def test_events_things_places_and_tasks(client):
     start = client.begin_episode()
     client.step(start.episode_id, 1, start.admissible_actions[0])
     client.abandon(start.episode_id)
-    events = list(islice(client.events(page_size=5), 12))
-    assert events and all(isinstance(e["tick"], int) for e in events)
+    events = list(client.events(page_size=3))  # several pages
+    assert len(events) > 3 and len({e["id"] for e in events}) == len(events)
+    assert [e["tick"] for e in events] == sorted(e["tick"] for e in events)
+    tick = client.world()["tick"]
+    recent = list(client.events(from_tick=tick - 1, to_tick=tick))
+    assert recent and all(tick - 1 <= e["tick"] <= tick for e in recent)
+
+    entities = [x for e in events for x in e["entities"]]
+    thing = next(int(x.split(":", 1)[1]) for x in entities if x.startswith("thing:"))
+    place = next(x.split(":", 1)[1] for x in entities if x.startswith("place:"))
+    assert client.thing(thing)["id"] == thing
+    assert client.thing(thing, at_tick=tick)["as_of_tick"] <= tick  # time travel
+    assert client.place(place)["id"] == place
+    assert client.place(place, at_tick=tick)["id"] == place
+
     tasks = list(islice(client.tasks(page_size=2), 3))
     assert tasks
     assert client.task(tasks[0]["id"])["id"] == tasks[0]["id"]
