@@ -1,0 +1,113 @@
+"""The ``bigworld`` command line: help everywhere, db upgrade, agent create, the generated admin
+token file, forwarding to the agents side, and a server process free of agents/torch."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import REPO, ServerProcess
+
+from migrations import at_head
+from world.store import make_engine
+
+
+def bigworld(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**clean, "PYTHONPATH": str(REPO), **(env or {})},
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "args", [(), ("serve",), ("db",), ("db", "upgrade"), ("agent",), ("agent", "create")]
+)
+def test_every_command_has_help(args: tuple[str, ...]) -> None:
+    result = bigworld(*args, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: bigworld" in result.stdout
+
+
+def test_serve_flags_are_also_environment_variables() -> None:
+    out = bigworld("serve", "--help").stdout
+    for flag in (
+        "--host",
+        "--port",
+        "--data-dir",
+        "--database-url",
+        "--seed",
+        "--admin-token",
+        "--heartbeat",
+    ):
+        assert flag in out
+    assert "BIGWORLD_DATABASE_URL" in out and "BIGWORLD_HEARTBEAT_S" in out
+
+
+def test_upgrade_create_agent_and_admin_token_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    result = bigworld("db", "upgrade", "--data-dir", str(data))
+    assert result.returncode == 0 and "0001" in result.stdout, result.stderr
+    engine = make_engine(f"sqlite:///{data / 'world.db'}")
+    assert at_head(engine)
+    engine.dispose()
+
+    made = bigworld("agent", "create", "--name", "ann", "--role", "policy", "--data-dir", str(data))
+    assert made.returncode == 0, made.stderr
+    token = dict(line.split(": ", 1) for line in made.stdout.splitlines())["token"]
+    token_file = data / "admin_token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    admin_token = token_file.read_text().strip()
+    assert (
+        bigworld(
+            "agent", "create", "--name", "ann", "--role", "policy", "--data-dir", str(data)
+        ).returncode
+        == 1
+    )
+
+    # Started without --admin-token: the generated token works and its file stays as written.
+    server = ServerProcess(f"sqlite:///{data / 'world.db'}", data, admin_token=None).start()
+    try:
+        ann = httpx.get(server.url + "/v1/world", headers={"Authorization": f"Bearer {token}"})
+        assert ann.status_code == 200 and ann.json()["avatars"] == 1
+        admin = httpx.post(
+            server.url + "/v1/agents",
+            headers={"Authorization": f"Bearer {admin_token}"},
+            json={"name": "bob", "role": "observer"},
+        )
+        assert admin.status_code == 201
+        assert token_file.read_text().strip() == admin_token
+    finally:
+        server.stop()
+
+
+def test_other_commands_go_to_the_agents_side() -> None:
+    result = bigworld("history", "--help")
+    assert result.returncode == 0 and "history" in result.stdout
+
+
+def test_server_process_never_imports_agents_or_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom server.app import create_app\nfrom server.settings import Settings\n"
+        f"create_app(Settings(data_dir={str(tmp_path)!r}))\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('agents', 'torch', 'transformers', 'vllm')]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
