@@ -39,8 +39,15 @@ class ServerProcess:
     """``bigworld serve`` in a subprocess of its own process group."""
 
     def __init__(
-        self, database_url: str, data_dir: Path, port: int | None = None, **env: str
+        self,
+        database_url: str,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        admin_token: str | None = ADMIN_TOKEN,
+        **env: str,
     ) -> None:
+        self.admin_token = admin_token
         self.database_url = database_url
         self.data_dir = data_dir
         self.port = port or free_port()
@@ -53,7 +60,8 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
-        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
+        env = {**inherited, "PYTHONPATH": str(REPO), **self.env}
         cmd = [
             sys.executable,
             "-m",
@@ -65,11 +73,11 @@ class ServerProcess:
             str(self.data_dir),
             "--database-url",
             self.database_url,
-            "--admin-token",
-            ADMIN_TOKEN,
             "--log-level",
             "warning",
         ]
+        if self.admin_token is not None:
+            cmd += ["--admin-token", self.admin_token]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
