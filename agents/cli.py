@@ -75,6 +75,19 @@ def client_for(args: argparse.Namespace) -> BigWorldClient:
 TICK_FILTERS = ("from_tick", "to_tick")
 EPISODE_FILTERS = ("agent", "task", "family", "status", *TICK_FILTERS)
 EVENT_FILTERS = ("kind", "entity", "region", "actor", *TICK_FILTERS)
+# The columns of the table views (``--format jsonl`` prints every field).
+EPISODE_COLUMNS = (
+    "id",
+    "agent_id",
+    "avatar_id",
+    "family",
+    "status",
+    "outcome",
+    "last_step",
+    "begin_tick",
+    "end_tick",
+)
+EVENT_COLUMNS = ("id", "tick", "kind", "actor", "entities", "payload")
 
 
 def add_tick_filters(parser: argparse.ArgumentParser) -> None:
@@ -164,14 +177,14 @@ def add_listing_options(parser: argparse.ArgumentParser) -> None:
 def run_episodes(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         rows = client.episodes(page_size=page_size(args.limit), **filters(args, EPISODE_FILTERS))
-        print_rows(take(rows, args.limit), args.format)
+        print_rows(take(rows, args.limit), args.format, EPISODE_COLUMNS)
     return 0
 
 
 def run_events(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         rows = client.events(page_size=page_size(args.limit), **filters(args, EVENT_FILTERS))
-        print_rows(take(rows, args.limit), args.format)
+        print_rows(take(rows, args.limit), args.format, EVENT_COLUMNS)
     return 0
 
 
@@ -225,7 +238,7 @@ def flat(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
 
 
-def print_rows(rows: Iterable[Record], fmt: str) -> None:
+def print_rows(rows: Iterable[Record], fmt: str, columns: tuple[str, ...]) -> None:
     if fmt == "jsonl":
         for row in rows:
             print(json.dumps(row, sort_keys=True))
@@ -234,7 +247,7 @@ def print_rows(rows: Iterable[Record], fmt: str) -> None:
     if not table:
         print("(none)")
         return
-    columns = list(table[0])
+    columns = tuple(c for c in columns if c in table[0]) or tuple(table[0])
     cells = [[("" if r.get(c) is None else str(r.get(c)))[:60] for c in columns] for r in table]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     for line in [columns, *cells]:
