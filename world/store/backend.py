@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -78,7 +78,7 @@ class SqlBackend:
     # -- loading ---------------------------------------------------------------------------
     def _rows(self, model: type, *where: Any) -> list[Any]:
         table = model.__table__  # type: ignore[attr-defined]
-        return list(self.session.execute(select(table).where(*where)).mappings())
+        return list(self.session.connection().execute(select(table).where(*where)).mappings())
 
     def _meta(self) -> dict[str, Any]:
         if self._meta_row is None:
@@ -124,7 +124,7 @@ class SqlBackend:
     def save(self, changes: ChangeSet) -> None:
         """Write one transaction's changes with Core statements (upserts, one delete, the
         world row, the events and their entity index)."""
-        s = self.session
+        s = self.session.connection()  # Core on the connection: no ORM layer per statement
         things = self._changed(self._things, changes.things, lambda t: t.row(), changes.removed)
         avatars = self._changed(self._avatars, changes.avatars, dataclasses.asdict)
         places = self._changed(self._places, changes.places, dataclasses.asdict)
@@ -148,7 +148,7 @@ class SqlBackend:
         row = self._meta()
         values: dict[str, Any] = dict(changes.meta.row())
         if changes.events:
-            values.update(append_events(s, row, changes.events))
+            values.update(append_events(self.session, row, changes.events))
         s.execute(update(WorldMetaRow).where(WorldMetaRow.id == 1).values(**values))
         row.update(values)
 
@@ -182,7 +182,7 @@ class SqlBackend:
         for place in sorted((_place(r) for r in self._rows(PlaceRow)), key=lambda p: p.id):
             yield "place", dataclasses.asdict(place)
         table = ThingRow.__table__
-        result = self.session.execute(
+        result = self.session.connection().execute(
             select(table).order_by(table.c.id).execution_options(yield_per=5000)
         ).mappings()
         for thing in result:
@@ -227,16 +227,17 @@ def append_events(
             }
         )
         links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
-    session.execute(EventRow.__table__.insert(), rows)
+    conn = session.connection()
+    conn.execute(EventRow.__table__.insert(), rows)
     if links:
-        session.execute(EventEntityRow.__table__.insert(), links)
+        conn.execute(EventEntityRow.__table__.insert(), links)
     return {"txn_seq": txn, "last_event_id": first + len(rows) - 1}
 
 
-def _upsert(session: Session, model: type, keys: Sequence[str]) -> Any:
-    """INSERT ... ON CONFLICT (keys) DO UPDATE, in the session's dialect."""
+def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Any:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE, in the connection's dialect."""
     table = model.__table__  # type: ignore[attr-defined]
-    dialect = session.get_bind().dialect.name
+    dialect = conn.dialect.name
     stmt = (postgresql if dialect == "postgresql" else sqlite).insert(table)
     others = [c.name for c in table.columns if c.name not in keys]
     return stmt.on_conflict_do_update(

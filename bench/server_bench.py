@@ -1,0 +1,376 @@
+"""Server benchmark (not a test): persisted steps against a no-op endpoint, on SQLite and PostgreSQL.
+
+Prints, all measured in the same run under the same uvicorn settings (one process, log level
+warning, HTTP keep-alive clients):
+
+- sequential persisted steps/s and its ratio to a no-op FastAPI endpoint's requests/s (goal >= 0.5);
+- the same with 16 concurrent clients (goal >= 0.6);
+- step p50 latency with 1,000,000 stored things over the same with 1,000 (goal <= 1.2);
+- the server's resident memory at both sizes.
+
+The big world is made by bulk-inserting rows (regions, places, things far from the origin)
+straight into the database, not by stepping. Usage::
+
+    .venv/bin/python bench/server_bench.py [--things 1000000] [--steps 300] [--only sqlite|postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN = "bench-admin"
+CLIENTS = 16
+PG_ADMIN = os.environ.get("BIGWORLD_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+NOOP_APP = """
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+class StepIn(BaseModel):
+    step: int
+    action: str
+
+app = FastAPI()
+
+@app.post("/noop/{episode_id}/steps")
+def noop(episode_id: int, body: StepIn) -> dict:
+    return {"step": body.step, "observation": "", "admissible_actions": [], "done": False,
+            "success": False, "outcome": None, "tick": 0}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def process(
+    cmd: list[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server in its own process group until it answers /healthz or /docs; stop it after."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(1200):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd[:4]} exited with {proc.returncode}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError(f"{cmd[:4]} did not start")
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- load generators -------------------------------------------------------------------------
+class Stepper:
+    """One client stepping one episode, with the last answer's admissible actions."""
+
+    def __init__(self, url: str, token: str, noop: bool = False) -> None:
+        self.http = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+        self.noop = noop
+        self.episode, self.index, self.admissible = 0, 0, ["look"]
+        self.turn = 0
+        if not noop:
+            self._begin()
+
+    def _begin(self) -> None:
+        reply = self.http.post("/v1/episodes", json={})
+        if reply.status_code != 201:
+            raise RuntimeError(f"begin failed: {reply.status_code} {reply.text[:300]}")
+        body = reply.json()
+        self.episode, self.index, self.admissible = (
+            body["episode_id"],
+            0,
+            body["admissible_actions"],
+        )
+
+    def step(self) -> float:
+        """One request; returns its latency in seconds."""
+        self.turn += 1
+        action = self.admissible[(self.turn * 7) % len(self.admissible)]
+        path = "/noop/1/steps" if self.noop else f"/v1/episodes/{self.episode}/steps"
+        started = time.perf_counter()
+        reply = self.http.post(path, json={"step": self.index + 1, "action": action})
+        elapsed = time.perf_counter() - started
+        if reply.status_code != 200:
+            raise RuntimeError(f"step failed: {reply.status_code} {reply.text[:200]}")
+        body = reply.json()
+        self.index += 1
+        if not self.noop:
+            self.admissible = body["admissible_actions"] or ["look"]
+            if body["done"]:
+                self._begin()
+        return elapsed
+
+
+def sequential(stepper: Stepper, n: int) -> tuple[float, list[float]]:
+    for _ in range(10):  # warm-up
+        stepper.step()
+    started = time.perf_counter()
+    latencies = [stepper.step() for _ in range(n)]
+    return n / (time.perf_counter() - started), latencies
+
+
+def concurrent(steppers: list[Stepper], per_client: int) -> float:
+    barrier = threading.Barrier(len(steppers) + 1)
+    errors: list[BaseException] = []
+
+    def run(s: Stepper) -> None:
+        barrier.wait()
+        try:
+            for _ in range(per_client):
+                s.step()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in steppers]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return len(steppers) * per_client / (time.perf_counter() - started)
+
+
+# -- databases -------------------------------------------------------------------------------
+@contextmanager
+def database(kind: str, tmp: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'bench.db'}"
+        return
+    import psycopg
+
+    name = f"bigworld_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def grow(url: str, total: int) -> None:
+    """Bulk-insert regions, places and things far from the origin until ``total`` things are
+    stored (160 things in 16 places per synthetic region, like a generated one)."""
+    per_place, places_per_region = 10, 16
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        execute = conn.execute
+        many = conn.executemany
+
+        def fetch(sql: str) -> int:
+            return int(conn.execute(sql).fetchone()[0])
+    else:
+        import psycopg
+
+        conn = psycopg.connect(url)
+        cur = conn.cursor()
+        execute, many = cur.execute, cur.executemany
+
+        def fetch(sql: str) -> int:
+            cur.execute(sql)
+            return int(cur.fetchone()[0])
+
+    have = fetch("SELECT count(*) FROM things")
+    next_id = fetch("SELECT next_thing_id FROM world_meta WHERE id = 1")
+    need = total - have
+    regions, places, things = [], [], []
+    region = fetch("SELECT count(*) FROM regions WHERE rx >= 100000")
+    while need > 0:
+        rx, ry = 100_000 + region, 100_000
+        regions.append((rx, ry, "forest", places_per_region, 0))
+        for p in range(places_per_region):
+            pid = f"{rx},{ry}:{p}"
+            places.append((pid, rx, ry, "clearing", f"clearing {p + 1}", "{}", True, "{}"))
+            for _ in range(min(per_place, need)):
+                things.append(
+                    (
+                        next_id,
+                        "stone",
+                        "object",
+                        next_id,
+                        pid,
+                        None,
+                        None,
+                        json.dumps({"clean": True, "quantity": 1, "temp": "room"}),
+                        0,
+                    )
+                )
+                next_id += 1
+                need -= 1
+        region += 1
+    p = "?" if url.startswith("sqlite") else "%s"
+    many(
+        f"INSERT INTO regions (rx, ry, kind, n_places, generated_tick) VALUES ({p},{p},{p},{p},{p})",
+        regions,
+    )
+    many(
+        f"INSERT INTO places (id, rx, ry, kind, name, exits, outdoor, attrs) VALUES ({','.join([p] * 8)})",
+        places,
+    )
+    sql = f"INSERT INTO things (id, type, kind, num, place, container, holder, attrs, tick) VALUES ({','.join([p] * 9)})"
+    for start in range(0, len(things), 50_000):
+        many(sql, things[start : start + 50_000])
+    execute(f"UPDATE world_meta SET next_thing_id = {next_id} WHERE id = 1")
+    conn.commit()
+    if not url.startswith("sqlite"):
+        execute("ANALYZE")
+        conn.commit()
+    conn.close()
+
+
+# -- the run ---------------------------------------------------------------------------------
+def serve(url: str, data: Path, port: int) -> Any:
+    cmd = [
+        sys.executable,
+        "-m",
+        "server.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+        "--database-url",
+        url,
+        "--admin-token",
+        ADMIN,
+        "--log-level",
+        "warning",
+        "--step-budget",
+        "100000",
+        "--rate-limit",
+        "1000000",
+    ]
+    return process(cmd, port)
+
+
+def measure(kind: str, things: int, steps: int, noop: dict[str, float]) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+    out: dict[str, float] = {}
+    with database(kind, tmp) as url:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        with serve(url, tmp / "data", port) as proc:
+            admin = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"})
+            tokens = [
+                admin.post("/v1/agents", json={"name": f"b{i}", "role": "policy"}).json()["token"]
+                for i in range(CLIENTS)
+            ]
+        grow(url, 1000)
+        with serve(url, tmp / "data", port) as proc:
+            steppers = [Stepper(base, t) for t in tokens]
+            out["seq_steps_s"], lat = sequential(steppers[0], steps)
+            out["p50_1k_ms"] = statistics.median(lat) * 1000
+            out["conc_steps_s"] = concurrent(steppers, max(10, steps // 8))
+            out["rss_1k_mib"] = rss_mib(proc.pid)
+        started = time.perf_counter()
+        grow(url, things)
+        out["grow_s"] = time.perf_counter() - started
+        with serve(url, tmp / "data", port) as proc:
+            _, lat = sequential(steppers[0], steps)  # its episode is still open
+            out["p50_big_ms"] = statistics.median(lat) * 1000
+            out["rss_big_mib"] = rss_mib(proc.pid)
+    out["seq_ratio"] = out["seq_steps_s"] / noop["seq"]
+    out["conc_ratio"] = out["conc_steps_s"] / noop["conc"]
+    out["p50_ratio"] = out["p50_big_ms"] / out["p50_1k_ms"]
+    return out
+
+
+def measure_noop(steps: int) -> dict[str, float]:
+    app_dir = Path(tempfile.mkdtemp(prefix="bench-noop-"))
+    (app_dir / "noop_app.py").write_text(NOOP_APP)
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(app_dir),
+        "noop_app:app",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    with process(cmd, port):
+        steppers = [Stepper(f"http://127.0.0.1:{port}", "x", noop=True) for _ in range(CLIENTS)]
+        seq, _ = sequential(steppers[0], steps * 3)
+        conc = concurrent(steppers, max(10, steps // 8) * 3)
+    return {"seq": seq, "conc": conc}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--things", type=int, default=1_000_000, help="stored things in the big world"
+    )
+    parser.add_argument("--steps", type=int, default=300, help="sequential steps per measurement")
+    parser.add_argument("--only", choices=["sqlite", "postgres"], help="measure one database")
+    args = parser.parse_args(argv)
+    noop = measure_noop(args.steps)
+    print(
+        f"no-op endpoint: {noop['seq']:.0f} req/s sequential, {noop['conc']:.0f} req/s with {CLIENTS} clients"
+    )
+    for kind in [args.only] if args.only else ["sqlite", "postgres"]:
+        try:
+            r = measure(kind, args.things, args.steps, noop)
+        except Exception as exc:  # e.g. PostgreSQL unreachable: report and go on
+            print(f"{kind}: not measured ({exc!r})")
+            continue
+        print(
+            f"{kind}: sequential {r['seq_steps_s']:.0f} steps/s (ratio {r['seq_ratio']:.2f}, goal >= 0.5); "
+            f"{CLIENTS} clients {r['conc_steps_s']:.0f} steps/s (ratio {r['conc_ratio']:.2f}, goal >= 0.6); "
+            f"p50 {r['p50_1k_ms']:.2f} ms at 1k things, {r['p50_big_ms']:.2f} ms at {args.things:,} "
+            f"(ratio {r['p50_ratio']:.2f}, goal <= 1.2); RSS {r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; "
+            f"bulk insert {r['grow_s']:.0f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
