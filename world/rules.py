@@ -9,18 +9,19 @@ applied dynamics integrate over every version in force since an entity was last 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from world.errors import RulesError
 
 DATA_DIR = Path(__file__).parent / "data"
+T = TypeVar("T")
 SEASONS = ("spring", "summer", "autumn", "winter")
 STATIONS = ("clean", "heat", "cool", "light", "craft", "smelt")
 # Words that separate the parts of an action; no type name may contain them.
@@ -187,81 +188,112 @@ def _read(name: str, data_dir: Path) -> dict[str, Any]:
         return yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError as exc:
         raise RulesError(f"expected rules file {path}, found none") from exc
+    except yaml.YAMLError as exc:
+        raise RulesError(f"expected valid YAML in {path}: {exc}") from exc
+
+
+def _entries(section: Any, what: str, build: Callable[[str, dict[str, Any]], T]) -> dict[str, T]:
+    """Build every entry of a mapping section; a broken entry is a RulesError naming it."""
+    if not isinstance(section, dict):
+        raise RulesError(f"expected a mapping of {what} entries, got {type(section).__name__}")
+    built = {}
+    for name, spec in section.items():
+        try:
+            built[name] = build(name, spec or {})
+        except KeyError as exc:
+            raise RulesError(f"{what} {name!r}: expected field {exc.args[0]!r}") from exc
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise RulesError(f"{what} {name!r}: {exc}") from exc
+    return built
+
+
+def _object(name: str, spec: dict[str, Any]) -> ObjectType:
+    return ObjectType(
+        name=name,
+        tags=frozenset(spec.get("tags", ())),
+        durability=spec.get("durability"),
+        stack=spec.get("stack", 1),
+        spoil_ticks=spec.get("spoil_ticks"),
+        value=spec.get("value", 1),
+    )
+
+
+def _resource(name: str, spec: dict[str, Any]) -> ResourceType:
+    return ResourceType(
+        name=name,
+        yields=spec["yields"],
+        tool=spec["tool"],
+        stock=spec["stock"],
+        regrow_ticks=spec["regrow_ticks"],
+        dormant_seasons=frozenset(spec.get("dormant_seasons", ())),
+        daylight_only=spec.get("daylight_only", False),
+    )
+
+
+def _recipe(output: str, spec: dict[str, Any]) -> Recipe:
+    return Recipe(
+        output=output,
+        inputs=MappingProxyType(dict(spec["inputs"])),
+        count=spec.get("count", 1),
+        station=spec.get("station"),
+    )
+
+
+def _place(kind: str, spec: dict[str, Any]) -> PlaceTemplate:
+    return PlaceTemplate(
+        kind=kind,
+        receptacles={k: _range(v) for k, v in spec.get("receptacles", {}).items()},
+        objects=tuple(
+            Spawn(type=o["type"], receptacles=tuple(o["in"]), count=_range(o.get("count", [0, 1])))
+            for o in spec.get("objects", ())
+        ),
+        resources={k: _range(v) for k, v in spec.get("resources", {}).items()},
+        outdoor=spec.get("outdoor", True),
+        seasons=frozenset(spec.get("seasons", SEASONS)),
+    )
+
+
+def _region(kind: str, spec: dict[str, Any]) -> RegionTemplate:
+    return RegionTemplate(
+        kind=kind,
+        weight=float(spec["weight"]),
+        hub=spec["hub"],
+        groups=tuple(
+            PlaceGroup(
+                places=tuple(g["places"]),
+                count=_range(g.get("count", 1)),
+                shape=g.get("shape", "chain"),
+                close=g.get("close"),
+            )
+            for g in spec.get("groups", ())
+        ),
+    )
 
 
 def load_rules(data_dir: Path = DATA_DIR) -> Rules:
-    """Load and cross-check the rules in ``data_dir``."""
+    """Load and cross-check the rules in ``data_dir``; any defect is a RulesError."""
     things = _read("things.yaml", data_dir)
-    objects = {
-        name: ObjectType(
-            name=name,
-            tags=frozenset(spec.get("tags", ())),
-            durability=spec.get("durability"),
-            stack=spec.get("stack", 1),
-            spoil_ticks=spec.get("spoil_ticks"),
-            value=spec.get("value", 1),
-        )
-        for name, spec in things["objects"].items()
-    }
-    receptacles = {
-        name: ReceptacleType(name=name, **(spec or {}))
-        for name, spec in things["receptacles"].items()
-    }
-    resources = {
-        name: ResourceType(
-            name=name,
-            yields=spec["yields"],
-            tool=spec["tool"],
-            stock=spec["stock"],
-            regrow_ticks=spec["regrow_ticks"],
-            dormant_seasons=frozenset(spec.get("dormant_seasons", ())),
-            daylight_only=spec.get("daylight_only", False),
-        )
-        for name, spec in things["resources"].items()
-    }
-    recipes = {
-        spec["output"]: Recipe(
-            output=spec["output"],
-            inputs=MappingProxyType(dict(spec["inputs"])),
-            count=spec.get("count", 1),
-            station=spec.get("station"),
-        )
-        for spec in _read("recipes.yaml", data_dir)["recipes"]
-    }
     layout = _read("regions.yaml", data_dir)
-    places = {
-        kind: PlaceTemplate(
-            kind=kind,
-            receptacles={k: _range(v) for k, v in spec.get("receptacles", {}).items()},
-            objects=tuple(
-                Spawn(type=o["type"], receptacles=tuple(o["in"]), count=_range(o.get("count", [0, 1])))
-                for o in spec.get("objects", ())
-            ),
-            resources={k: _range(v) for k, v in spec.get("resources", {}).items()},
-            outdoor=spec.get("outdoor", True),
-            seasons=frozenset(spec.get("seasons", SEASONS)),
-        )
-        for kind, spec in layout["places"].items()
-    }
-    regions = {
-        kind: RegionTemplate(
-            kind=kind,
-            weight=float(spec["weight"]),
-            hub=spec["hub"],
-            groups=tuple(
-                PlaceGroup(
-                    places=tuple(g["places"]),
-                    count=_range(g.get("count", 1)),
-                    shape=g.get("shape", "chain"),
-                    close=g.get("close"),
-                )
-                for g in spec.get("groups", ())
-            ),
-        )
-        for kind, spec in layout["regions"].items()
-    }
-    dynamics = RulesVersion(**_read("dynamics.yaml", data_dir))
-    rules = Rules(objects, receptacles, resources, recipes, places, regions, dynamics)
+    recipe_list = _read("recipes.yaml", data_dir).get("recipes")
+    if not isinstance(recipe_list, list) or not all(isinstance(r, dict) for r in recipe_list):
+        raise RulesError(f"expected a list of recipes in {data_dir / 'recipes.yaml'}")
+    by_output = {str(r.get("output")): r for r in recipe_list}
+    objects = _entries(things.get("objects"), "object", _object)
+    receptacles = _entries(
+        things.get("receptacles"), "receptacle", lambda n, s: ReceptacleType(name=n, **s)
+    )
+    resources = _entries(things.get("resources"), "resource", _resource)
+    recipes = _entries(by_output, "recipe for", _recipe)
+    places = _entries(layout.get("places"), "place", _place)
+    regions = _entries(layout.get("regions"), "region", _region)
+    dynamics = _entries(
+        {"dynamics.yaml": _read("dynamics.yaml", data_dir)},
+        "dynamics in",
+        lambda _, s: RulesVersion(**s),
+    )
+    rules = Rules(
+        objects, receptacles, resources, recipes, places, regions, dynamics["dynamics.yaml"]
+    )
     _check(rules)
     return rules
 
@@ -272,7 +304,9 @@ def _check(rules: Rules) -> None:
         raise RulesError("expected type names unique across objects, receptacles and resources")
     for name in names:
         if RESERVED_WORDS & set(name.split()) or not name.replace(" ", "").isalpha():
-            raise RulesError(f"expected a type name of letters without {sorted(RESERVED_WORDS)}, got {name!r}")
+            raise RulesError(
+                f"expected a type name of letters without {sorted(RESERVED_WORDS)}, got {name!r}"
+            )
     for r in rules.receptacles.values():
         if r.preposition not in ("in", "on") or (r.station and r.station not in STATIONS):
             raise RulesError(f"receptacle {r.name!r}: bad preposition or station")
@@ -282,11 +316,17 @@ def _check(rules: Rules) -> None:
     for recipe in rules.recipes.values():
         unknown = [n for n in (recipe.output, *recipe.inputs) if n not in rules.objects]
         if unknown or (recipe.station and recipe.station not in rules.receptacles):
-            raise RulesError(f"recipe for {recipe.output!r} names unknown types {unknown or recipe.station}")
+            raise RulesError(
+                f"recipe for {recipe.output!r} names unknown types {unknown or recipe.station}"
+            )
     for place in rules.places.values():
         for spawn in place.objects:
-            if spawn.type not in rules.objects or not set(spawn.receptacles) <= set(place.receptacles):
-                raise RulesError(f"place {place.kind!r} spawns {spawn.type!r} in unknown receptacles")
+            if spawn.type not in rules.objects or not set(spawn.receptacles) <= set(
+                place.receptacles
+            ):
+                raise RulesError(
+                    f"place {place.kind!r} spawns {spawn.type!r} in unknown receptacles"
+                )
         for kind in (*place.receptacles, *place.resources):
             rules.kind_of(kind)
     for region in rules.regions.values():
