@@ -17,7 +17,9 @@ from agents.client import BigWorldClient, EpisodeStart, Id, StepResult
 from agents.errors import ConflictError
 
 # Observations and actions are English text; Gymnasium's default charset is alphanumerics only.
-CHARSET = frozenset(string.printable)
+# Observations have line breaks; an action is one line (the server refuses control characters).
+OBSERVATION_CHARSET = frozenset(string.printable)
+ACTION_CHARSET = frozenset(string.printable) - frozenset("\t\n\r\x0b\x0c")
 MAX_OBSERVATION = 65_536  # characters
 MAX_ACTION = 512  # characters; the server answers 422 to longer actions (design §6)
 
@@ -45,8 +47,10 @@ class BigWorldEnv(gym.Env[str, int | str]):
         self.client = client
         self.family = family
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(MAX_OBSERVATION, min_length=0, charset=CHARSET)
-        self.action_space = spaces.Text(MAX_ACTION, charset=CHARSET)
+        self.observation_space = spaces.Text(
+            MAX_OBSERVATION, min_length=0, charset=OBSERVATION_CHARSET
+        )
+        self.action_space = spaces.Text(MAX_ACTION, charset=ACTION_CHARSET)
         self.episode_id: Id | None = None
         self.start: EpisodeStart | None = None
         self._open = False

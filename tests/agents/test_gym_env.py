@@ -45,6 +45,19 @@ def test_bad_index_is_refused_before_anything_is_sent(client):
     env.close()
 
 
+def test_sampled_actions_are_valid_requests(client):
+    """Whatever the action space samples, the server takes as a step (an impossible action is
+    a normal step whose observation says nothing happens), and observations fit their space."""
+    env = BigWorldEnv(client)
+    env.reset()
+    env.action_space.seed(0)
+    for index in range(1, 4):
+        observation, reward, _, _, info = env.step(env.action_space.sample())
+        assert info["step"] == index and reward == 0.0
+        assert env.observation_space.contains(observation)
+    env.close()
+
+
 def test_step_before_reset_is_an_error(client):
     with pytest.raises(RuntimeError, match="reset"):
         BigWorldEnv(client).step(0)
