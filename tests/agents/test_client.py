@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from itertools import islice
 
 import httpx
 import pytest
+from live import start_server
 
 from agents.client import AsyncBigWorldClient, BigWorldClient, RetryPolicy
 from agents.errors import (
@@ -418,3 +420,30 @@ def test_async_client_live(server, agent):
     start, step, replay, listed = asyncio.run(session())
     assert step == replay and step.tick > start.tick
     assert [str(e["id"]) for e in listed] == [str(start.episode_id)]
+
+
+def test_client_rides_out_a_server_crash(tmp_path):
+    """kill -9 of the server between two steps: the next step is retried until the restarted
+    server answers, and the step acknowledged before the crash is still on record."""
+    server = start_server(tmp_path / "crash")
+    restart = threading.Timer(0.3, server.start)
+    try:
+        with BigWorldClient(server.url, server.admin_token) as admin:
+            token = admin.create_agent("crash-test", "policy").token
+        patient = RetryPolicy(attempts=60, base_delay=0.05, max_delay=0.5)
+        with BigWorldClient(server.url, token, retry=patient) as client:
+            start = client.begin_episode()
+            first = client.step(start.episode_id, 1, "look")
+            server.kill()
+            restart.start()
+            second = client.step(start.episode_id, 2, "wait")
+            restart.join()
+            assert second.step == 2 and second.tick > first.tick
+            assert client.step(start.episode_id, 1, "look") == first
+            steps = client.episode(start.episode_id)["steps"]
+            assert [(s["step"], s["action"]) for s in steps] == [(1, "look"), (2, "wait")]
+    finally:
+        restart.cancel()
+        if restart.ident is not None:  # started: let a restart in progress finish first
+            restart.join()
+        server.stop()
