@@ -187,8 +187,11 @@ def _retry_after(response: httpx.Response) -> float | None:
     try:
         return float(value)
     except ValueError:
-        when = email.utils.parsedate_to_datetime(value)  # the HTTP-date form
-        return when.timestamp() - time.time() if when else None
+        pass
+    try:  # the HTTP-date form
+        return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None
 
 
 def _reply(response: httpx.Response, maybe_applied: bool) -> Reply:
@@ -229,7 +232,7 @@ def _given(**params: Any) -> dict[str, Any]:
 
 def _recorded_step(detail: Record, step: int, action: str) -> Record | None:
     for row in detail.get("steps") or ():
-        if row.get("step", row.get("index")) == step and row.get("action") == action:
+        if row["step"] == step and row["action"] == action:
             return row
     return None
 
@@ -248,19 +251,14 @@ def _start_from_detail(detail: Record) -> EpisodeStart:
     )
 
 
-def _begin_flow(task_id: Id | None, family: str | None, agent_id: Id | None) -> Flow[EpisodeStart]:
+def _begin_flow(task_id: Id | None, family: str | None) -> Flow[EpisodeStart]:
     reply = yield Request("POST", "/v1/episodes", json=_given(task_id=task_id, family=family))
     if reply.status == 409 and reply.maybe_applied:
-        # Our own earlier try opened it. The 409 names the open episode; failing that, look it up.
-        details = (reply.body or {}).get("error", {}).get("details") or {}
-        open_id = details.get("episode_id") if isinstance(details, dict) else None
-        if open_id is None and agent_id is not None:
-            page = yield from _call(
-                Request("GET", "/v1/episodes", params={"agent": agent_id, "status": "open"})
-            )
-            open_id = page["items"][0]["id"] if page["items"] else None
-        if open_id is not None:
-            detail = yield from _call(Request("GET", f"/v1/episodes/{open_id}"))
+        # Our own earlier try may have opened it: the 409 "episode_open" names the open episode.
+        error = reply.body.get("error") if isinstance(reply.body, dict) else None
+        details = error.get("details") if isinstance(error, dict) else None
+        if isinstance(details, dict) and details.get("episode_id") is not None:
+            detail = yield from _call(Request("GET", f"/v1/episodes/{details['episode_id']}"))
             return _start_from_detail(detail)
     return EpisodeStart.from_json(_expect(reply))
 
@@ -313,7 +311,6 @@ def _at(at_tick: int | None) -> dict[str, Any]:
 class _Settings:
     base_url: str
     token: str | None
-    agent_id: Id | None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def headers(self) -> dict[str, str]:
@@ -321,21 +318,19 @@ class _Settings:
 
 
 class BigWorldClient:
-    """A blocking client. ``agent_id`` (optional) lets a retried begin find its open episode
-    even if the server's 409 does not name it. Use as a context manager or call :meth:`close`."""
+    """A blocking client for one token. Use as a context manager or call :meth:`close`."""
 
     def __init__(
         self,
         base_url: str = DEFAULT_SERVER,
         token: str | None = None,
         *,
-        agent_id: Id | None = None,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.settings = _Settings(base_url.rstrip("/"), token, agent_id, retry or RetryPolicy())
+        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
         self._http = httpx.Client(
             base_url=self.settings.base_url,
             timeout=timeout,
@@ -407,7 +402,7 @@ class BigWorldClient:
         return self.run(_create_agent_flow(name, role))
 
     def begin_episode(self, task_id: Id | None = None, family: str | None = None) -> EpisodeStart:
-        return self.run(_begin_flow(task_id, family, self.settings.agent_id))
+        return self.run(_begin_flow(task_id, family))
 
     def step(self, episode_id: Id, step: int, action: str) -> StepResult:
         return self.run(_step_flow(episode_id, step, action))
@@ -451,13 +446,12 @@ class AsyncBigWorldClient:
         base_url: str = DEFAULT_SERVER,
         token: str | None = None,
         *,
-        agent_id: Id | None = None,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.settings = _Settings(base_url.rstrip("/"), token, agent_id, retry or RetryPolicy())
+        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
         self._http = httpx.AsyncClient(
             base_url=self.settings.base_url,
             timeout=timeout,
@@ -530,7 +524,7 @@ class AsyncBigWorldClient:
     async def begin_episode(
         self, task_id: Id | None = None, family: str | None = None
     ) -> EpisodeStart:
-        return await self.run(_begin_flow(task_id, family, self.settings.agent_id))
+        return await self.run(_begin_flow(task_id, family))
 
     async def step(self, episode_id: Id, step: int, action: str) -> StepResult:
         return await self.run(_step_flow(episode_id, step, action))

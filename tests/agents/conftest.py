@@ -48,5 +48,5 @@ def agent(make_agent: Callable[..., AgentCredentials]) -> AgentCredentials:
 
 @pytest.fixture
 def client(server: LiveServer, agent: AgentCredentials) -> Iterator[BigWorldClient]:
-    with BigWorldClient(server.url, agent.token, agent_id=agent.id) as policy:
+    with BigWorldClient(server.url, agent.token) as policy:
         yield policy

@@ -4,8 +4,10 @@ route against a live server."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import threading
+import time
 from itertools import islice
 
 import httpx
@@ -149,6 +151,21 @@ def test_429_waits_for_retry_after():
     sleeps: list[float] = []
     assert sync_client(lambda r: answers.pop(0), sleeps).world() == {"tick": 1}
     assert sleeps == [0.5]
+
+
+def test_429_with_an_http_date_retry_after():
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    answers = [
+        httpx.Response(
+            429,
+            headers={"Retry-After": when},
+            json={"error": {"code": "rate_limited", "message": "slow down", "details": None}},
+        ),
+        httpx.Response(200, json={"tick": 1}),
+    ]
+    sleeps: list[float] = []
+    assert sync_client(lambda r: answers.pop(0), sleeps).world() == {"tick": 1}
+    assert len(sleeps) == 1 and 0.5 < sleeps[0] <= 1.0  # capped by FAST.max_delay
 
 
 def test_503_that_never_clears_raises_unavailable_after_all_attempts():
@@ -315,7 +332,7 @@ def test_episode_session_steps_replays_and_conflicts(client, agent):
     second = client.step(start.episode_id, 2, "look")
     assert second.step == 2 and second.tick > first.tick
     detail = client.episode(start.episode_id)
-    assert [s.get("step", s.get("index")) for s in detail["steps"]] == [1, 2]
+    assert [s["step"] for s in detail["steps"]] == [1, 2]
     assert [s["action"] for s in detail["steps"]] == [action, "look"]
     client.abandon(start.episode_id)
     assert client.episode(start.episode_id)["status"] != "open"
