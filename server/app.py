@@ -9,12 +9,13 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from migrations import startup_lock, upgrade_to_head
 from server.auth import bootstrap_admin
 from server.background import background_work
+from server.dependencies import plain_text_parameters
 from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import Metrics
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         summary="One persistent, never-resetting text world for continual learning, over HTTP.",
         lifespan=lifespan,
+        dependencies=[Depends(plain_text_parameters)],
     )
     app.state.runtime = runtime
     install_error_handlers(app)

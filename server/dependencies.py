@@ -10,6 +10,7 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 
 from server.auth import authenticate, check_role
+from server.errors import Unprocessable
 from server.runtime import Caller, Runtime
 
 
@@ -49,3 +50,14 @@ def role(*roles: str) -> object:
 AdminDep = Annotated[Caller, role("admin")]
 PolicyDep = Annotated[Caller, role("policy")]
 RewardDep = Annotated[Caller, role("reward")]
+
+
+def plain_text_parameters(request: Request) -> None:
+    """Refuse control characters (NUL included) in query and path parameters with a 422, the
+    same on every database (PostgreSQL text cannot hold NUL; SQLite can)."""
+    values = [*request.query_params.values(), *(str(v) for v in request.path_params.values())]
+    for value in values:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise Unprocessable(
+                f"expected printable text in parameters, got {value!r}", code="control_characters"
+            )

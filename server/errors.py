@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from world.store import StoreError
@@ -140,6 +140,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         return error_response(409, "the request conflicts with what is stored", code="conflict")
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        # e.g. a NUL character in a query string, which PostgreSQL text cannot hold
+        return error_response(
+            422, "a value in the request cannot be stored or compared", code="invalid_value"
+        )
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)

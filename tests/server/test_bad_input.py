@@ -122,6 +122,7 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
         ),
         ("bad cursor", 422, lambda: ann.get("/v1/events", params={"cursor": "abc"})),
         ("bad place id", 422, lambda: ann.get("/v1/places/kitchen")),
+        ("NUL in a filter", 422, lambda: ann.get("/v1/episodes", params={"task": "a\u0000b"})),
         ("unknown path", 404, lambda: ann.get("/v1/nothing-here")),
         ("wrong method", 405, lambda: ann.delete(f"/v1/episodes/{episode}")),
     ]
