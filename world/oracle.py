@@ -244,9 +244,22 @@ class _Sim:
     def free(self) -> int:
         return self.world.avatar(self.me).capacity - len(self.held())
 
+    def admissible(self, action: Action) -> bool:
+        """Whether ``action`` is in the admissible list an observation now would show."""
+        view = engine.View(self.world, self.world.avatar(self.me))
+        try:
+            engine.HANDLERS[action.verb](view, action, False)
+        except engine.Rejected:
+            return False
+        return True
+
     def do(self, action: Action) -> None:
+        """Step ``action``: it must be admissible now *and* accepted one tick later, when the
+        engine applies it (the two differ at dusk, dawn and season ends)."""
         if len(self.actions) >= MAX_ACTIONS:
             raise _Fail("plan too long")
+        if not self.admissible(action):
+            raise _Fail(f"{action.text}: not admissible")
         world = self.world
         world.advance()  # the engine's step advances the clock before applying
         view = engine.View(world, world.avatar(self.me))
@@ -255,6 +268,20 @@ class _Sim:
         except engine.Rejected as reason:
             raise _Fail(f"{action.text}: {reason}") from None
         self.actions.append(action.text)
+
+    def gather(self, resource: Thing, tool: Thing, keep: set[str]) -> None:
+        """Gather one unit, making room first and waiting for daylight where it is needed."""
+        rules = self.snap.rules
+        yields = rules.resources[resource.type].yields
+        limit = rules.objects[yields].stack
+        if not any(t.type == yields and int(t.attrs.get("quantity", 1)) < limit for t in self.held()):
+            self.make_room(keep | {tool.type, yields})
+        action = Action("gather", resource.label, tool.label)
+        for _ in range(self.world.dynamics.day_length):
+            if self.admissible(action):
+                break
+            self.do(Action("wait"))  # night: fishing needs daylight
+        self.do(action)
 
     def goto(self, place: str) -> None:
         labels = self.snap.path(self.here, place)
@@ -478,8 +505,13 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     missing = p["baseline"] + p["units"] - have
     if missing <= 0:
         return Plan((), 0)
+    held = sum(int(t.attrs.get("quantity", 1)) for t in snap.held() if t.type == p["yields"])
+    missing -= held  # units in hand count as soon as they are put in
     options: list[tuple[float, Builder]] = []
-    for resource in snap.things.values():
+    if missing <= 0:
+        cost = snap.dist(snap.me.place, p["place"]) + _open_cost(snap, target.id, set()) + 1
+        options.append((cost, _gather_builder(task, None, None, 0)))
+    for resource in snap.things.values() if missing > 0 else ():
         if resource.kind != "resource" or snap.rules.resources[resource.type].yields != p["yields"]:
             continue
         if int(float(resource.attrs.get("stock", 0))) < missing:
@@ -494,21 +526,23 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     return _build(snap, task, options, budget, len(options))
 
 
-def _gather_builder(task: Task, resource_id: int, tool_id: int, count: int) -> Builder:
+def _gather_builder(task: Task, resource_id: int | None, tool_id: int | None, count: int) -> Builder:
     p = task.params
 
     def build(sim: _Sim) -> None:
         keep = {p["yields"]}
-        tool = sim.fetch(tool_id, keep)
-        resource = sim.world.thing(resource_id)
-        assert resource.place is not None
-        sim.goto(resource.place)
-        for _ in range(count):
-            limit = sim.snap.rules.objects[p["yields"]].stack
-            if not any(t.type == p["yields"] and int(t.attrs.get("quantity", 1)) < limit for t in sim.held()):
-                sim.make_room(keep | {tool.type})
-            sim.do(Action("gather", resource.label, tool.label))
-        for thing in [t for t in sim.held() if t.type == p["yields"]]:
+        if resource_id is not None and tool_id is not None:
+            tool = sim.fetch(tool_id, keep)
+            resource = sim.world.thing(resource_id)
+            assert resource.place is not None
+            sim.goto(resource.place)
+            for _ in range(count):
+                sim.gather(resource, tool, keep)
+        stacks = sorted((t for t in sim.held() if t.type == p["yields"]),
+                        key=lambda t: (-int(t.attrs.get("quantity", 1)), t.id))
+        for thing in stacks:  # biggest stacks first, and no more than the goal needs
+            if goal_met(sim.world, task, sim.me):
+                break
             sim.put(thing, p["receptacle"])
 
     return build
@@ -649,14 +683,10 @@ def _craft_builder(task: Task, needs: _Needs) -> Builder:
                 resource = sim.world.thing(what[0])
                 assert resource.place is not None
                 sim.goto(resource.place)
-                yields = rules.resources[resource.type].yields
                 tool = next(t for t in sim.held() if what[2] in rules.objects[t.type].tags
                             and not t.attrs.get("broken"))
                 for _ in range(what[1]):
-                    limit = rules.objects[yields].stack
-                    if not any(t.type == yields and int(t.attrs.get("quantity", 1)) < limit for t in sim.held()):
-                        sim.make_room(keep)
-                    sim.do(Action("gather", resource.label, tool.label))
+                    sim.gather(resource, tool, keep)
             else:
                 sim.goto(what)
 
