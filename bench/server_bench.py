@@ -39,6 +39,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 ADMIN = "bench-admin"
 CLIENTS = 16
+SQLITE_SYNCHRONOUS = ["FULL"]  # the server's default; --sqlite-synchronous NORMAL to compare
 PG_ADMIN = os.environ.get("BIGWORLD_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 NOOP_APP = """
 from fastapi import FastAPI
@@ -286,7 +287,7 @@ def serve(url: str, data: Path, port: int) -> Any:
         "--rate-limit",
         "1000000",
     ]
-    return process(cmd, port)
+    return process(cmd, port, env={"BIGWORLD_SQLITE_SYNCHRONOUS": SQLITE_SYNCHRONOUS[0]})
 
 
 def measure(kind: str, things: int, steps: int, noop: dict[str, float]) -> dict[str, float]:
@@ -351,7 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steps", type=int, default=300, help="sequential steps per measurement")
     parser.add_argument("--only", choices=["sqlite", "postgres"], help="measure one database")
+    parser.add_argument(
+        "--sqlite-synchronous",
+        choices=["FULL", "NORMAL"],
+        default="FULL",
+        help="SQLite durability: FULL fsyncs every commit (the default), NORMAL in WAL "
+        "survives a process kill but not a power cut",
+    )
     args = parser.parse_args(argv)
+    SQLITE_SYNCHRONOUS[0] = args.sqlite_synchronous
     noop = measure_noop(args.steps)
     print(
         f"no-op endpoint: {noop['seq']:.0f} req/s sequential, {noop['conc']:.0f} req/s with {CLIENTS} clients"
@@ -362,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # e.g. PostgreSQL unreachable: report and go on
             print(f"{kind}: not measured ({exc!r})")
             continue
+        label = f"sqlite (synchronous={args.sqlite_synchronous})" if kind == "sqlite" else kind
         print(
-            f"{kind}: sequential {r['seq_steps_s']:.0f} steps/s (ratio {r['seq_ratio']:.2f}, goal >= 0.5); "
+            f"{label}: sequential {r['seq_steps_s']:.0f} steps/s (ratio {r['seq_ratio']:.2f}, goal >= 0.5); "
             f"{CLIENTS} clients {r['conc_steps_s']:.0f} steps/s (ratio {r['conc_ratio']:.2f}, goal >= 0.6); "
             f"p50 {r['p50_1k_ms']:.2f} ms at 1k things, {r['p50_big_ms']:.2f} ms at {args.things:,} "
             f"(ratio {r['p50_ratio']:.2f}, goal <= 1.2); RSS {r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; "

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -22,6 +23,7 @@ from world.state import ChangeSet, Event, WorldMeta
 from world.store.errors import StoreError
 from world.store.models import (
     AvatarRow,
+    Base,
     EventEntityRow,
     EventRow,
     PlaceRow,
@@ -76,9 +78,10 @@ class SqlBackend:
         return place
 
     # -- loading ---------------------------------------------------------------------------
-    def _rows(self, model: type, *where: Any) -> list[Any]:
-        table = model.__table__  # type: ignore[attr-defined]
-        return list(self.session.connection().execute(select(table).where(*where)).mappings())
+    def _rows(self, model: type, *columns: str, **values: Any) -> list[Any]:
+        """Rows of ``model`` whose ``columns`` equal ``values`` (a prepared statement)."""
+        stmt = _select_by(model.__table__.name, columns)  # type: ignore[attr-defined]
+        return list(self.session.connection().execute(stmt, values).mappings())
 
     def _meta(self) -> dict[str, Any]:
         if self._meta_row is None:
@@ -96,29 +99,29 @@ class SqlBackend:
         )
 
     def load_region(self, rx: int, ry: int) -> Region | None:
-        rows = self._rows(RegionRow, RegionRow.rx == rx, RegionRow.ry == ry)
+        rows = self._rows(RegionRow, "rx", "ry", rx=rx, ry=ry)
         return _region(rows[0]) if rows else None
 
     def load_place(self, place: str) -> Place | None:
-        rows = self._rows(PlaceRow, PlaceRow.id == place)
+        rows = self._rows(PlaceRow, "id", id=place)
         return self._hand_place(rows[0]) if rows else None
 
     def load_things_at(self, place: str) -> list[Thing]:
-        return [self._hand_thing(r) for r in self._rows(ThingRow, ThingRow.place == place)]
+        return [self._hand_thing(r) for r in self._rows(ThingRow, "place", place=place)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        return [self._hand_thing(r) for r in self._rows(ThingRow, ThingRow.holder == avatar)]
+        return [self._hand_thing(r) for r in self._rows(ThingRow, "holder", holder=avatar)]
 
     def load_thing(self, thing: int) -> Thing | None:
-        rows = self._rows(ThingRow, ThingRow.id == thing)
+        rows = self._rows(ThingRow, "id", id=thing)
         return self._hand_thing(rows[0]) if rows else None
 
     def load_avatar(self, avatar: str) -> Avatar | None:
-        rows = self._rows(AvatarRow, AvatarRow.id == avatar)
+        rows = self._rows(AvatarRow, "id", id=avatar)
         return self._hand_avatar(rows[0]) if rows else None
 
     def load_avatars_at(self, place: str) -> list[Avatar]:
-        return [self._hand_avatar(r) for r in self._rows(AvatarRow, AvatarRow.place == place)]
+        return [self._hand_avatar(r) for r in self._rows(AvatarRow, "place", place=place)]
 
     # -- saving ----------------------------------------------------------------------------
     def save(self, changes: ChangeSet) -> None:
@@ -149,7 +152,7 @@ class SqlBackend:
         values: dict[str, Any] = dict(changes.meta.row())
         if changes.events:
             values.update(append_events(self.session, row, changes.events))
-        s.execute(update(WorldMetaRow).where(WorldMetaRow.id == 1).values(**values))
+        s.execute(_META_UPDATE, values)
         row.update(values)
 
     @staticmethod
@@ -182,9 +185,11 @@ class SqlBackend:
         for place in sorted((_place(r) for r in self._rows(PlaceRow)), key=lambda p: p.id):
             yield "place", dataclasses.asdict(place)
         table = ThingRow.__table__
-        result = self.session.connection().execute(
-            select(table).order_by(table.c.id).execution_options(yield_per=5000)
-        ).mappings()
+        result = (
+            self.session.connection()
+            .execute(select(table).order_by(table.c.id).execution_options(yield_per=5000))
+            .mappings()
+        )
         for thing in result:
             yield "thing", _thing(thing).row()
         for avatar in sorted((_avatar(r) for r in self._rows(AvatarRow)), key=lambda a: a.id):
@@ -193,11 +198,8 @@ class SqlBackend:
 
 def read_meta(session: Session, *, for_update: bool = False) -> dict[str, Any]:
     """The world row as a plain dict (``StoreError`` when the world is not initialised)."""
-    table = WorldMetaRow.__table__
-    stmt = select(table).where(table.c.id == 1)
-    if for_update:
-        stmt = stmt.with_for_update()
-    row = session.execute(stmt).mappings().first()
+    stmt = _META_LOCK if for_update else _META_READ
+    row = session.connection().execute(stmt).mappings().first()
     if row is None:
         raise StoreError(
             "the world is not initialised (run `bigworld db upgrade`, start the server)"
@@ -234,15 +236,33 @@ def append_events(
     return {"txn_seq": txn, "last_event_id": first + len(rows) - 1}
 
 
-def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Any:
-    """INSERT ... ON CONFLICT (keys) DO UPDATE, in the connection's dialect."""
-    table = model.__table__  # type: ignore[attr-defined]
-    dialect = conn.dialect.name
+# Statements are built once and reused: building a statement and its cache key costs more
+# than running it on SQLite, and a step runs about twenty.
+_META = WorldMetaRow.__table__
+_META_READ = select(_META).where(_META.c.id == 1)
+_META_LOCK = _META_READ.with_for_update()
+_META_UPDATE = update(_META).where(_META.c.id == 1)
+
+
+@cache
+def _select_by(table_name: str, columns: tuple[str, ...]) -> Any:
+    table = Base.metadata.tables[table_name]
+    return select(table).where(*(table.c[c] == bindparam(c) for c in columns))
+
+
+@cache
+def _upsert_for(dialect: str, table_name: str, keys: tuple[str, ...]) -> Any:
+    table = Base.metadata.tables[table_name]
     stmt = (postgresql if dialect == "postgresql" else sqlite).insert(table)
     others = [c.name for c in table.columns if c.name not in keys]
     return stmt.on_conflict_do_update(
         index_elements=list(keys), set_={name: stmt.excluded[name] for name in others}
     )
+
+
+def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Any:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE, in the connection's dialect."""
+    return _upsert_for(conn.dialect.name, model.__table__.name, tuple(keys))  # type: ignore[attr-defined]
 
 
 def _region(row: Any) -> Region:
