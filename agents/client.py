@@ -263,10 +263,13 @@ def _begin_flow(task_id: Id | None, family: str | None) -> Flow[EpisodeStart]:
     return EpisodeStart.from_json(_expect(reply))
 
 
-def _step_flow(episode_id: Id, step: int, action: str) -> Flow[StepResult]:
-    reply = yield Request(
-        "POST", f"/v1/episodes/{episode_id}/steps", json={"step": step, "action": action}
-    )
+def _step_flow(
+    episode_id: Id, step: int, action: str, record: Record | None = None
+) -> Flow[StepResult]:
+    # ``record``: what the trainer needs later (policy_version, prompt, completion,
+    # parse_failed); stored with the step.
+    body = {**(record or {}), "step": step, "action": action}
+    reply = yield Request("POST", f"/v1/episodes/{episode_id}/steps", json=body)
     if reply.status == 409 and reply.maybe_applied:
         # Our earlier try was applied (and perhaps ended the episode): read the recorded answer.
         detail = yield from _call(Request("GET", f"/v1/episodes/{episode_id}"))
@@ -404,8 +407,10 @@ class BigWorldClient:
     def begin_episode(self, task_id: Id | None = None, family: str | None = None) -> EpisodeStart:
         return self.run(_begin_flow(task_id, family))
 
-    def step(self, episode_id: Id, step: int, action: str) -> StepResult:
-        return self.run(_step_flow(episode_id, step, action))
+    def step(
+        self, episode_id: Id, step: int, action: str, record: Record | None = None
+    ) -> StepResult:
+        return self.run(_step_flow(episode_id, step, action, record))
 
     def abandon(self, episode_id: Id) -> Record:
         return self.run(_abandon_flow(episode_id))
@@ -435,6 +440,25 @@ class BigWorldClient:
 
     def post_judgments(self, episode_id: Id, judgments: list[Record]) -> Any:
         return self.run(_judgments_flow(episode_id, judgments))
+
+    def resume(self, episode_id: Id) -> tuple[EpisodeStart, list[Record]]:
+        """An open episode as it stands (its latest observation) and its steps so far."""
+        detail = self.episode(episode_id)
+        return _start_from_detail(detail), list(detail.get("steps") or ())
+
+    def expert(self, episode_id: Id) -> Record:
+        """The oracle's next action for an open episode (trainer and admin tokens only)."""
+        return self.run(_call(Request("GET", f"/v1/episodes/{episode_id}/expert")))
+
+    def register_policy(self, **fields: Any) -> Record:
+        """Register a model version: kind, path, parent, config, metrics (trainer)."""
+        return self.run(_call(Request("POST", "/v1/policies", json=fields, resendable=False)))
+
+    def latest_policy(self, kind: str = "policy") -> Record:
+        return self.run(_call(Request("GET", "/v1/policies/latest", params={"kind": kind})))
+
+    def policies(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
+        return self._pages("/v1/policies", {**filters, "limit": page_size})
 
 
 class AsyncBigWorldClient:
@@ -526,8 +550,10 @@ class AsyncBigWorldClient:
     ) -> EpisodeStart:
         return await self.run(_begin_flow(task_id, family))
 
-    async def step(self, episode_id: Id, step: int, action: str) -> StepResult:
-        return await self.run(_step_flow(episode_id, step, action))
+    async def step(
+        self, episode_id: Id, step: int, action: str, record: Record | None = None
+    ) -> StepResult:
+        return await self.run(_step_flow(episode_id, step, action, record))
 
     async def abandon(self, episode_id: Id) -> Record:
         return await self.run(_abandon_flow(episode_id))
@@ -555,6 +581,12 @@ class AsyncBigWorldClient:
 
     async def post_judgments(self, episode_id: Id, judgments: list[Record]) -> Any:
         return await self.run(_judgments_flow(episode_id, judgments))
+
+    async def expert(self, episode_id: Id) -> Record:
+        return await self.run(_call(Request("GET", f"/v1/episodes/{episode_id}/expert")))
+
+    async def latest_policy(self, kind: str = "policy") -> Record:
+        return await self.run(_call(Request("GET", "/v1/policies/latest", params={"kind": kind})))
 
 
 __all__ = [

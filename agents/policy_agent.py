@@ -183,14 +183,17 @@ class PolicyRunner:
 
     # -- episodes ----------------------------------------------------------------------------
     def _begin(self) -> tuple[EpisodeStart, int, list[Turn]]:
-        """Resume our open episode if there is one (after a crash), else begin a new one."""
-        for row in self.client.episodes(agent="me", status="open"):
-            detail = self.client.episode(row["id"])
-            start = self.client.resume(detail)
-            steps = detail.get("steps") or []
-            history = [Turn(s["action"], s["observation"]) for s in steps]
-            return start, len(steps), history
-        return self.client.begin_episode(family=self.config.family), 0, []
+        """Begin an episode; after a crash of this runner, resume the one it left open."""
+        try:
+            return self.client.begin_episode(family=self.config.family), 0, []
+        except ConflictError as exc:
+            open_id = (
+                (exc.details or {}).get("episode_id") if isinstance(exc.details, dict) else None
+            )
+            if open_id is None:
+                raise
+            start, steps = self.client.resume(open_id)
+            return start, len(steps), [Turn(s["action"], s["observation"]) for s in steps]
 
     def play_episode(self) -> Record | None:
         start, done_steps, history = self._patiently(self._begin)  # type: ignore[misc]
