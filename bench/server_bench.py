@@ -290,39 +290,76 @@ def serve(url: str, data: Path, port: int) -> Any:
     return process(cmd, port, env={"BIGWORLD_SQLITE_SYNCHRONOUS": SQLITE_SYNCHRONOUS[0]})
 
 
-def measure(kind: str, things: int, steps: int, noop: dict[str, float]) -> dict[str, float]:
-    tmp = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
-    out: dict[str, float] = {}
+@contextmanager
+def world(kind: str, tmp: Path, things: int) -> Iterator[tuple[str, list[str], Any]]:
+    """A running server over a fresh database of ``things`` stored things, with CLIENTS
+    policy agents; yields (base URL, their tokens, the server process)."""
     with database(kind, tmp) as url:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        with serve(url, tmp / "data", port) as proc:
+        with serve(url, tmp / "data", port):
             admin = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"})
             tokens = [
                 admin.post("/v1/agents", json={"name": f"b{i}", "role": "policy"}).json()["token"]
                 for i in range(CLIENTS)
             ]
-        grow(url, 1000)
-        with serve(url, tmp / "data", port) as proc:
-            steppers = [Stepper(base, t) for t in tokens]
-            out["seq_steps_s"], lat = sequential(steppers[0], steps)
-            out["p50_1k_ms"] = statistics.median(lat) * 1000
-            out["conc_steps_s"] = concurrent(steppers, max(10, steps // 8))
-            out["rss_1k_mib"] = rss_mib(proc.pid)
-        started = time.perf_counter()
         grow(url, things)
-        out["grow_s"] = time.perf_counter() - started
         with serve(url, tmp / "data", port) as proc:
-            _, lat = sequential(steppers[0], steps)  # its episode is still open
-            out["p50_big_ms"] = statistics.median(lat) * 1000
-            out["rss_big_mib"] = rss_mib(proc.pid)
-    out["seq_ratio"] = out["seq_steps_s"] / noop["seq"]
-    out["conc_ratio"] = out["conc_steps_s"] / noop["conc"]
+            yield base, tokens, proc
+
+
+def measure(kind: str, things: int, steps: int, noop_url: str) -> dict[str, float]:
+    """Both worlds run side by side and are measured in alternating rounds, next to rounds
+    of the no-op endpoint, so that load from elsewhere on the machine hits all alike."""
+    out: dict[str, float] = {}
+    noop = [Stepper(noop_url, "x", noop=True) for _ in range(CLIENTS)]
+    started = time.perf_counter()
+    with world(kind, Path(tempfile.mkdtemp(prefix=f"bench-{kind}-big-")), things) as (
+        big_url,
+        big_tokens,
+        big,
+    ):
+        out["grow_s"] = time.perf_counter() - started
+        with world(kind, Path(tempfile.mkdtemp(prefix=f"bench-{kind}-")), 1000) as (
+            url,
+            tokens,
+            small,
+        ):
+            steppers = [Stepper(url, t) for t in tokens]
+            big_steppers = [Stepper(big_url, t) for t in big_tokens]
+            rounds = 6
+            small_lat: list[float] = []
+            big_lat: list[float] = []
+            rates: dict[str, list[float]] = {
+                "seq": [],
+                "noop_seq": [],
+                "conc": [],
+                "noop_conc": [],
+                "big_conc": [],
+            }
+            for _ in range(rounds):
+                rate, lat = sequential(steppers[0], steps // rounds)
+                rates["seq"].append(rate)
+                small_lat += lat
+                big_lat += sequential(big_steppers[0], steps // rounds)[1]
+                rates["noop_seq"].append(sequential(noop[0], steps // rounds)[0])
+                rates["conc"].append(concurrent(steppers, max(4, steps // rounds // 8)))
+                rates["noop_conc"].append(concurrent(noop, max(4, steps // rounds // 8)))
+                # The big world gets the same load, so both worlds evolve alike (same crowds).
+                rates["big_conc"].append(concurrent(big_steppers, max(4, steps // rounds // 8)))
+            out["rss_1k_mib"], out["rss_big_mib"] = rss_mib(small.pid), rss_mib(big.pid)
+    for name, values in rates.items():
+        out[name] = statistics.median(values)
+    out["p50_1k_ms"] = statistics.median(small_lat) * 1000
+    out["p50_big_ms"] = statistics.median(big_lat) * 1000
+    out["seq_ratio"] = out["seq"] / out["noop_seq"]
+    out["conc_ratio"] = out["conc"] / out["noop_conc"]
     out["p50_ratio"] = out["p50_big_ms"] / out["p50_1k_ms"]
     return out
 
 
-def measure_noop(steps: int) -> dict[str, float]:
+@contextmanager
+def noop_server() -> Iterator[str]:
     app_dir = Path(tempfile.mkdtemp(prefix="bench-noop-"))
     (app_dir / "noop_app.py").write_text(NOOP_APP)
     port = free_port()
@@ -339,10 +376,7 @@ def measure_noop(steps: int) -> dict[str, float]:
         "warning",
     ]
     with process(cmd, port):
-        steppers = [Stepper(f"http://127.0.0.1:{port}", "x", noop=True) for _ in range(CLIENTS)]
-        seq, _ = sequential(steppers[0], steps * 3)
-        conc = concurrent(steppers, max(10, steps // 8) * 3)
-    return {"seq": seq, "conc": conc}
+        yield f"http://127.0.0.1:{port}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,24 +395,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     SQLITE_SYNCHRONOUS[0] = args.sqlite_synchronous
-    noop = measure_noop(args.steps)
-    print(
-        f"no-op endpoint: {noop['seq']:.0f} req/s sequential, {noop['conc']:.0f} req/s with {CLIENTS} clients"
-    )
-    for kind in [args.only] if args.only else ["sqlite", "postgres"]:
-        try:
-            r = measure(kind, args.things, args.steps, noop)
-        except Exception as exc:  # e.g. PostgreSQL unreachable: report and go on
-            print(f"{kind}: not measured ({exc!r})")
-            continue
-        label = f"sqlite (synchronous={args.sqlite_synchronous})" if kind == "sqlite" else kind
-        print(
-            f"{label}: sequential {r['seq_steps_s']:.0f} steps/s (ratio {r['seq_ratio']:.2f}, goal >= 0.5); "
-            f"{CLIENTS} clients {r['conc_steps_s']:.0f} steps/s (ratio {r['conc_ratio']:.2f}, goal >= 0.6); "
-            f"p50 {r['p50_1k_ms']:.2f} ms at 1k things, {r['p50_big_ms']:.2f} ms at {args.things:,} "
-            f"(ratio {r['p50_ratio']:.2f}, goal <= 1.2); RSS {r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; "
-            f"bulk insert {r['grow_s']:.0f} s"
-        )
+    with noop_server() as noop_url:
+        for kind in [args.only] if args.only else ["sqlite", "postgres"]:
+            try:
+                r = measure(kind, args.things, args.steps, noop_url)
+            except Exception as exc:  # e.g. PostgreSQL unreachable: report and go on
+                print(f"{kind}: not measured ({exc!r})")
+                continue
+            label = f"sqlite (synchronous={args.sqlite_synchronous})" if kind == "sqlite" else kind
+            print(
+                f"{label}: sequential {r['seq']:.0f} steps/s vs no-op {r['noop_seq']:.0f} req/s "
+                f"(ratio {r['seq_ratio']:.2f}, goal >= 0.5); {CLIENTS} clients {r['conc']:.0f} steps/s vs "
+                f"no-op {r['noop_conc']:.0f} req/s (ratio {r['conc_ratio']:.2f}, goal >= 0.6); "
+                f"step p50 {r['p50_1k_ms']:.2f} ms at 1,000 things, {r['p50_big_ms']:.2f} ms at "
+                f"{args.things:,} (ratio {r['p50_ratio']:.2f}, goal <= 1.2); server RSS "
+                f"{r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; big world built in {r['grow_s']:.0f} s",
+                flush=True,
+            )
     return 0
 
 

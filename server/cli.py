@@ -87,10 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--heartbeat",
         dest="heartbeat_s",
         type=float,
-        help="seconds per heartbeat tick, 0 = off (env BIGWORLD_HEARTBEAT_S; default 0)",
+        help="seconds per heartbeat tick, 0 = off (env BIGWORLD_HEARTBEAT; default 0)",
     )
     serve.add_argument(
-        "--rate-limit", dest="rate_limit_per_s", type=float, help="requests/s per token"
+        "--rate-limit",
+        dest="rate_limit_per_s",
+        type=float,
+        help="requests/s per token (env BIGWORLD_RATE_LIMIT; default 5000)",
     )
     serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
     serve.set_defaults(run=_serve)

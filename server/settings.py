@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,7 +14,7 @@ class Settings(BaseSettings):
     """Configuration of one server process. Times are wall-clock seconds; the world's own
     clock is the tick, which the server never derives from wall time."""
 
-    model_config = SettingsConfigDict(env_prefix="BIGWORLD_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="BIGWORLD_", extra="ignore", populate_by_name=True)
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -24,8 +24,20 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None  # default: generated once into data_dir/admin_token
     step_budget: int = Field(50, ge=1, le=100_000)  # steps per episode before outcome -1
     episode_idle_timeout_s: float = Field(900.0, gt=0)  # open episodes idle longer are abandoned
-    heartbeat_s: float = Field(0.0, ge=0)  # seconds per heartbeat tick; 0 turns it off
-    rate_limit_per_s: float = Field(5000.0, gt=0)  # sustained requests per second per token
+    # seconds per heartbeat tick; 0 turns it off (flag --heartbeat, so env BIGWORLD_HEARTBEAT)
+    heartbeat_s: float = Field(
+        0.0,
+        ge=0,
+        validation_alias=AliasChoices("heartbeat_s", "bigworld_heartbeat", "bigworld_heartbeat_s"),
+    )
+    # sustained requests per second per token (flag --rate-limit, env BIGWORLD_RATE_LIMIT)
+    rate_limit_per_s: float = Field(
+        5000.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "rate_limit_per_s", "bigworld_rate_limit", "bigworld_rate_limit_per_s"
+        ),
+    )
     rate_limit_burst: int = Field(10_000, ge=1)  # requests a token may send at once
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"

@@ -50,7 +50,7 @@ def test_serve_flags_are_also_environment_variables() -> None:
         "--heartbeat",
     ):
         assert flag in out
-    assert "BIGWORLD_DATABASE_URL" in out and "BIGWORLD_HEARTBEAT_S" in out
+    assert "BIGWORLD_DATABASE_URL" in out and "BIGWORLD_HEARTBEAT;" in out
 
 
 def test_upgrade_create_agent_and_admin_token_file(tmp_path: Path) -> None:
