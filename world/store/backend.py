@@ -24,12 +24,9 @@ from world.store.errors import StoreError
 from world.store.models import (
     AvatarRow,
     Base,
-    EventEntityRow,
-    EventRow,
     PlaceRow,
     RegionRow,
     ThingRow,
-    WorldMetaRow,
 )
 
 
@@ -214,7 +211,8 @@ def append_events(
     world row's new ``txn_seq``/``last_event_id`` for the caller to write."""
     txn = meta["txn_seq"] + 1
     first = meta["last_event_id"] + 1
-    rows, links = [], []
+    rows: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     for offset, ev in enumerate(events):
         event_id = first + offset
         rows.append(
@@ -230,15 +228,15 @@ def append_events(
         )
         links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
     conn = session.connection()
-    conn.execute(EventRow.__table__.insert(), rows)
+    conn.execute(Base.metadata.tables["events"].insert(), rows)
     if links:
-        conn.execute(EventEntityRow.__table__.insert(), links)
+        conn.execute(Base.metadata.tables["event_entities"].insert(), links)
     return {"txn_seq": txn, "last_event_id": first + len(rows) - 1}
 
 
 # Statements are built once and reused: building a statement and its cache key costs more
 # than running it on SQLite, and a step runs about twenty.
-_META = WorldMetaRow.__table__
+_META = Base.metadata.tables["world_meta"]
 _META_READ = select(_META).where(_META.c.id == 1)
 _META_LOCK = _META_READ.with_for_update()
 _META_UPDATE = update(_META).where(_META.c.id == 1)

@@ -22,7 +22,7 @@ from world.rules import Rules, default_rules
 from world.state import WorldMeta
 from world.store.backend import read_meta
 from world.store.errors import StoreError
-from world.store.models import WorldMetaRow
+from world.store.models import Base
 
 WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
 
@@ -85,7 +85,7 @@ def lock_world(session: Session) -> dict[str, Any]:
 
 def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> dict[str, Any]:
     """Create the world row with ``seed`` if there is none; return the (possibly older) row."""
-    table = WorldMetaRow.__table__
+    table = Base.metadata.tables["world_meta"]
     if session.execute(select(table.c.id).where(table.c.id == 1)).first() is None:
         rules = rules or default_rules()
         meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
