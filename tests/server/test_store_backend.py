@@ -107,3 +107,14 @@ def test_time_travel_returns_the_image_as_of_a_tick(db) -> None:
             image_at(session=session, kind="place", entity_id="0,0:0", at_tick=0)["id"] == "0,0:0"
         )
         assert image_at(session=session, kind="thing", entity_id="999999", at_tick=5) is None
+
+
+def test_migrations_build_exactly_the_models(db) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from world.store.models import Base
+
+    with db() as session:
+        diff = compare_metadata(MigrationContext.configure(session.connection()), Base.metadata)
+    assert diff == []
