@@ -787,7 +787,10 @@ def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     held = Counter()
     for thing in snap.held():
         held[thing.type] += int(thing.attrs.get("quantity", 1))
+    lying = {t.type for t in snap.loose()}
     for item in sorted(snap.rules.recipes):
+        if item in lying:  # picking one up would do: not a crafting task
+            continue
         if _expand(snap, item, True) or _expand(snap, item, False):  # the tree bottoms out here
             yield {"item": item, "baseline": held[item]}
 

@@ -183,6 +183,7 @@ class Tally:
     tasks: int = 0
     random_solved: int = 0
     lengths: list[int] = field(default_factory=list)
+    random_long: list[bool] = field(default_factory=list)  # random agent's result, plans of 4+
     times_ms: list[float] = field(default_factory=list)
 
 
@@ -212,11 +213,12 @@ def acceptance(per_family: int, seed: int) -> dict[str, Tally]:
     tallies = {family: Tally() for family in FAMILIES}
     disturber = RandomAgent(seed, "between")
     n = 0
-    for family in FAMILIES:
-        tally = tallies[family]
-        attempts = 0
-        while tally.tasks < per_family and attempts < 4 * per_family:
-            attempts += 1
+    # Families take turns, so that each meets the world in every stage of its disturbance.
+    for _ in range(4 * per_family):
+        for family in FAMILIES:
+            tally = tallies[family]
+            if tally.tasks >= per_family:
+                continue
             n += 1
             avatar = AVATARS[n % len(AVATARS)][0]
             world = World(backend)
@@ -235,6 +237,8 @@ def acceptance(per_family: int, seed: int) -> dict[str, Tally]:
             copy = backend.clone()
             ok, _ = execute(copy, task, avatar, RandomAgent(seed + n, "baseline"), RANDOM_LIMIT)
             tally.random_solved += ok
+            if len(found) >= 4:
+                tally.random_long.append(ok)
             agent = OracleAgent(World(backend), task, avatar)
             ok, steps = execute(backend, task, avatar, agent, len(found) + 5, strict=True)
             assert ok, (task.text, found.actions)
@@ -251,14 +255,16 @@ def acceptance(per_family: int, seed: int) -> dict[str, Tally]:
 
 
 def report(tallies: dict[str, Tally]) -> str:
-    lines = [f"{'family':<20} {'tasks':>5} {'oracle':>7} {'random':>7} {'len med':>7} "
-             f"{'plan ms med':>11} {'p95':>7}"]
+    lines = [f"{'family':<20} {'tasks':>5} {'oracle':>7} {'random':>7} {'rand 4+':>7} {'len med':>7} "
+             f"{'len max':>7} {'plan ms med':>11} {'p95':>7}"]
     for family, t in tallies.items():
         times = sorted(t.times_ms) or [0.0]
         p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
         lines.append(
             f"{family:<20} {t.tasks:>5} {t.solved / max(t.tasks, 1):>7.2f} "
-            f"{t.random_solved / max(t.tasks, 1):>7.2f} {statistics.median(t.lengths or [0]):>7} "
+            f"{t.random_solved / max(t.tasks, 1):>7.2f} "
+            f"{sum(t.random_long) / max(len(t.random_long), 1):>7.2f} {statistics.median(t.lengths or [0]):>7} "
+            f"{max(t.lengths or [0]):>7} "
             f"{statistics.median(times):>11.2f} {p95:>7.2f}"
         )
     return "\n".join(lines)
@@ -269,9 +275,9 @@ def check(tallies: dict[str, Tally], per_family: int) -> None:
     for family, t in tallies.items():
         assert t.tasks >= per_family // 2, f"{family}: only {t.tasks} tasks instantiated"
         assert t.solved == t.tasks, family
-        # Plans of four or more actions are out of a random walker's reach most of the time.
-        if statistics.median(t.lengths) >= 4:
-            assert t.random_solved / t.tasks <= 0.25, family
+        # Tasks whose plans take four or more actions are out of a random walker's reach
+        # most of the time (a craft from what is already in hand is not).
+        assert sum(t.random_long) <= 0.15 * max(len(t.random_long), 1), family
 
 
 def test_oracle_agent_solves_what_the_oracle_calls_solvable() -> None:
