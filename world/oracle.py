@@ -34,7 +34,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from world import dynamics, engine
 from world.actions import Action
@@ -48,7 +48,9 @@ from world.tasks import (
     goal_met,
     peek_inventory,
     peek_things_at,
+    quantity,
     satisfies,
+    stock,
 )
 
 MAX_ACTIONS = 150  # longest plan the oracle builds
@@ -274,7 +276,7 @@ class _Sim:
         rules = self.snap.rules
         yields = rules.resources[resource.type].yields
         limit = rules.objects[yields].stack
-        if not any(t.type == yields and int(t.attrs.get("quantity", 1)) < limit for t in self.held()):
+        if not any(t.type == yields and quantity(t) < limit for t in self.held()):
             self.make_room(keep | {tool.type, yields})
         action = Action("gather", resource.label, tool.label)
         for _ in range(self.world.dynamics.day_length):
@@ -489,7 +491,7 @@ def _tools(snap: Snapshot, tag: str, uses: int) -> list[Thing]:
     found = []
     for tool in (*snap.held(), *snap.loose()):
         spec = snap.rules.objects[tool.type]
-        left = int(tool.attrs.get("durability", uses))
+        left = int(cast(int, tool.attrs.get("durability", uses)))
         if tag in spec.tags and not tool.attrs.get("broken") and left >= uses:
             found.append(tool)
     return found
@@ -500,12 +502,12 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     target = snap.things.get(p["receptacle"])
     if target is None:
         return None
-    have = sum(int(t.attrs.get("quantity", 1)) for t in snap.things.values()
+    have = sum(quantity(t) for t in snap.things.values()
                if t.container == target.id and t.type == p["yields"])
     missing = p["baseline"] + p["units"] - have
     if missing <= 0:
         return Plan((), 0)
-    held = sum(int(t.attrs.get("quantity", 1)) for t in snap.held() if t.type == p["yields"])
+    held = sum(quantity(t) for t in snap.held() if t.type == p["yields"])
     missing -= held  # units in hand count as soon as they are put in
     options: list[tuple[float, Builder]] = []
     if missing <= 0:
@@ -514,7 +516,7 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     for resource in snap.things.values() if missing > 0 else ():
         if resource.kind != "resource" or snap.rules.resources[resource.type].yields != p["yields"]:
             continue
-        if int(float(resource.attrs.get("stock", 0))) < missing:
+        if int(stock(resource)) < missing:
             continue
         spec = snap.rules.resources[resource.type]
         assert resource.place is not None
@@ -539,7 +541,7 @@ def _gather_builder(task: Task, resource_id: int | None, tool_id: int | None, co
             for _ in range(count):
                 sim.gather(resource, tool, keep)
         stacks = sorted((t for t in sim.held() if t.type == p["yields"]),
-                        key=lambda t: (-int(t.attrs.get("quantity", 1)), t.id))
+                        key=lambda t: (-quantity(t), t.id))
         for thing in stacks:  # biggest stacks first, and no more than the goal needs
             if goal_met(sim.world, task, sim.me):
                 break
@@ -565,14 +567,14 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
     have: Counter[str] = Counter()
     for thing in snap.held():
         if not dynamics.is_rotten(thing):
-            have[thing.type] += int(thing.attrs.get("quantity", 1))
+            have[thing.type] += quantity(thing)
     loose: dict[str, list[Thing]] = {}
     for thing in snap.loose():
         if not dynamics.is_rotten(thing):
             loose.setdefault(thing.type, []).append(thing)
     for things in loose.values():
         things.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
-    stock = {t.id: int(float(t.attrs.get("stock", 0))) for t in snap.things.values() if t.kind == "resource"}
+    left = {t.id: int(stock(t)) for t in snap.things.values() if t.kind == "resource"}
     needs = _Needs()
     held_tags = {tag for t in snap.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags}
 
@@ -586,7 +588,7 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
             while units > 0 and loose.get(type_name):
                 thing = loose[type_name].pop(0)
                 needs.takes.append(thing.id)
-                units -= int(thing.attrs.get("quantity", 1))
+                units -= quantity(thing)
             if units < 0:
                 have[type_name] += -units
                 units = 0
@@ -602,7 +604,7 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
     def gather(type_name: str, units: int) -> bool:
         sources = sorted(
             (t for t in snap.things.values() if t.kind == "resource"
-             and rules.resources[t.type].yields == type_name and stock[t.id] >= units),
+             and rules.resources[t.type].yields == type_name and left[t.id] >= units),
             key=lambda t: (snap.dist(here, snap.where(t)), t.id),
         )
         for resource in sources:
@@ -614,7 +616,7 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
                 tools.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
                 needs.tools.append(tools[0].id)
                 held_tags.add(tag)
-            stock[resource.id] -= units
+            left[resource.id] -= units
             needs.gathers.append((resource.id, units, tag))
             return True
         return False
@@ -636,10 +638,10 @@ def _craft_builder(task: Task, needs: _Needs) -> Builder:
         order = sorted(pending, key=lambda name: (rules.recipe_depth(name), name))
 
         def ready(name: str) -> bool:
-            held = Counter()
+            held: Counter[str] = Counter()
             for thing in sim.held():
                 if not dynamics.is_rotten(thing):
-                    held[thing.type] += int(thing.attrs.get("quantity", 1))
+                    held[thing.type] += quantity(thing)
             return all(held[k] >= n for k, n in rules.recipes[name].inputs.items())
 
         def station_here(name: str) -> bool:
@@ -784,9 +786,9 @@ def _examine_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]
 
 
 def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
-    held = Counter()
+    held: Counter[str] = Counter()
     for thing in snap.held():
-        held[thing.type] += int(thing.attrs.get("quantity", 1))
+        held[thing.type] += quantity(thing)
     lying = {t.type for t in snap.loose()}
     for item in sorted(snap.rules.recipes):
         if item in lying:  # picking one up would do: not a crafting task
@@ -798,8 +800,8 @@ def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
 def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     for resource in sorted((t for t in snap.things.values() if t.kind == "resource"), key=lambda t: t.id):
         spec = snap.rules.resources[resource.type]
-        stock = int(float(resource.attrs.get("stock", 0)))
-        if stock < 1 or not _tools(snap, spec.tool, 1):
+        units = int(stock(resource))
+        if units < 1 or not _tools(snap, spec.tool, 1):
             continue
         assert resource.place is not None
         source = {"resource": resource.id, "resource_label": resource.label, "resource_place": resource.place,
@@ -812,8 +814,8 @@ def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
             inside = [t for t in snap.things.values() if t.container == receptacle.id]
             params = {**source, "receptacle": receptacle.id, "receptacle_label": receptacle.label,
                       **_names(snap, receptacle.place),
-                      "units": 1 + (resource.id + receptacle.id) % min(3, stock),
-                      "baseline": sum(int(t.attrs.get("quantity", 1)) for t in inside if t.type == spec.yields)}
+                      "units": 1 + (resource.id + receptacle.id) % min(3, units),
+                      "baseline": sum(quantity(t) for t in inside if t.type == spec.yields)}
             yield params
 
 
@@ -821,9 +823,9 @@ def _cooperate_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any
     for other in sorted(snap.avatars.values(), key=lambda a: a.id):
         if other.id == snap.avatar_id:
             continue
-        theirs = Counter()
+        theirs: Counter[str] = Counter()
         for thing in snap.held(other.id):
-            theirs[thing.type] += int(thing.attrs.get("quantity", 1))
+            theirs[thing.type] += quantity(thing)
         for type_name in _types_near(snap):
             yield {"object": type_name, "avatar": other.id, "avatar_name": other.name, "baseline": theirs[type_name]}
 

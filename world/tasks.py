@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -211,7 +211,7 @@ def peek_inventory(world: World, avatar_id: str) -> list[Thing]:
 def temperature(thing: Thing, tick: int) -> str:
     """The temperature a thing has at ``tick`` (what settling it then would give)."""
     temp = str(thing.attrs.get("temp", dynamics.ROOM))
-    if temp in (dynamics.HOT, dynamics.COLD) and tick >= int(thing.attrs.get("temp_until", tick)):
+    if temp in (dynamics.HOT, dynamics.COLD) and tick >= int(cast(int, thing.attrs.get("temp_until", tick))):
         return dynamics.ROOM
     return temp
 
@@ -225,9 +225,19 @@ def satisfies(thing: Thing, condition: str | None, tick: int) -> bool:
     return temperature(thing, tick) == condition
 
 
+def quantity(thing: Thing) -> int:
+    """Units in a thing (a stack of 3 wood is 3)."""
+    return int(cast(int, thing.attrs.get("quantity", 1)))
+
+
+def stock(thing: Thing) -> float:
+    """Units left in a resource, as stored (regrowth is fractional)."""
+    return float(cast(float, thing.attrs.get("stock", 0.0)))
+
+
 def units(things: list[Thing], type_name: str) -> int:
     """Units of a type among things (a stack of 3 wood is 3 units)."""
-    return sum(int(t.attrs.get("quantity", 1)) for t in things if t.type == type_name)
+    return sum(quantity(t) for t in things if t.type == type_name)
 
 
 def contents(world: World, place_id: str, receptacle: int) -> list[Thing]:
@@ -308,7 +318,7 @@ def instantiate(world: World, avatar_id: str, family: str, gen: np.random.Genera
         raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
     snap = oracle.Snapshot.of(world, avatar_id)
     candidates = oracle.candidates(snap, family)
-    order = gen.permutation(len(candidates)) if candidates else []
+    order = [int(i) for i in gen.permutation(len(candidates))]
     tries = 0
     for index in order:
         task = Task.make(family, candidates[int(index)])
