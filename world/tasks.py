@@ -303,7 +303,10 @@ def goal_met(world: World, task: Task, avatar_id: str) -> bool:
 
 # -- instantiation -----------------------------------------------------------------------------
 DEFAULT_BUDGET = 4000
-TRIES = 6  # candidate tasks tried (goal checked, oracle asked) per family before giving up
+# Candidate tasks handed to the oracle per family before giving up; crafting has few
+# candidates, and whether a recipe tree can be completed here is only known by planning it.
+TRIES = {"craft": 16}
+DEFAULT_TRIES = 6
 
 
 def instantiate(world: World, avatar_id: str, family: str, gen: np.random.Generator, *,
@@ -327,7 +330,7 @@ def instantiate(world: World, avatar_id: str, family: str, gen: np.random.Genera
         tries += 1
         if oracle.plan_in(snap, task, budget=budget) is not None:
             return task
-        if tries >= TRIES:
+        if tries >= TRIES.get(family, DEFAULT_TRIES):
             break
     return None
 
