@@ -246,9 +246,18 @@ class _Sim:
     def free(self) -> int:
         return self.world.avatar(self.me).capacity - len(self.held())
 
+    def view(self) -> engine.View:
+        """What the avatar sees now, with its lazy dynamics settled to now: the real engine
+        opens a fresh transaction per step, so spoilage and cooling show up step by step."""
+        world = self.world
+        view = engine.View(world, world.avatar(self.me))
+        for thing in (*view.things, *view.held):
+            dynamics.settle(thing, world.rules, world.meta, world.tick)
+        return view
+
     def admissible(self, action: Action) -> bool:
         """Whether ``action`` is in the admissible list an observation now would show."""
-        view = engine.View(self.world, self.world.avatar(self.me))
+        view = self.view()
         try:
             engine.HANDLERS[action.verb](view, action, False)
         except engine.Rejected:
@@ -264,7 +273,7 @@ class _Sim:
             raise _Fail(f"{action.text}: not admissible")
         world = self.world
         world.advance()  # the engine's step advances the clock before applying
-        view = engine.View(world, world.avatar(self.me))
+        view = self.view()
         try:
             engine.HANDLERS[action.verb](view, action, True)
         except engine.Rejected as reason:

@@ -292,3 +292,15 @@ def test_oracle_agent_solves_what_the_oracle_calls_solvable() -> None:
 @pytest.mark.slow
 def test_oracle_agent_solves_200_tasks_per_family() -> None:
     check(acceptance(per_family=200, seed=5), 200)
+
+
+def test_plans_account_for_spoilage_on_the_way(sim) -> None:
+    """Lazy dynamics keep running while a plan is carried out: berries that rot before the
+    craft is applied cannot go into a pie."""
+    sim.spawn("dough", holder="a")
+    sim.spawn("berry", holder="a", quantity=3, fresh=0.05)  # rotten one tick from now
+    task = Task.make("craft", {"item": "pie", "baseline": 0})
+    assert plan_of(sim, task) is None
+    sim.spawn("berry", holder="a", quantity=3)
+    found = plan_of(sim, task)
+    assert found is not None and found.actions == ("craft pie",)
