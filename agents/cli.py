@@ -8,6 +8,7 @@ list after ``bigworld`` (``["history", "episodes", "--limit", "5"]``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from agents.errors import ClientError
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMANDS: dict[str, Register] = {}
+COMMAND_MODULES = ("agents.commands",)  # modules whose commands register on import
 """Top-level command name → function adding its parser (whose ``run`` default is the handler)."""
 
 
@@ -36,6 +38,8 @@ def command(name: str) -> Callable[[Register], Register]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; return its exit status (argparse's 0 for ``--help``, 2 for misuse)."""
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)  # registers its commands
     parser = argparse.ArgumentParser(prog="bigworld", description="bigworld agents and history.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS.values():

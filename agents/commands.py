@@ -1,0 +1,155 @@
+"""``bigworld agent run`` and ``bigworld model init``: the agent processes' command lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from agents.cli import add_server_options, command
+
+ROLES = ("policy", "reward")
+BACKENDS = ("random", "expert", "heuristic", "transformers", "vllm", "vllm-server")
+
+
+@command("model")
+def register_model(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    model = sub.add_parser("model", help="build tiny models", description="Build models locally.")
+    verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
+    init = verbs.add_parser(
+        "init",
+        help="build a tiny model and tokenizer from the world's vocabulary",
+        description="Build a tiny Qwen2-architecture model and a tokenizer trained on the "
+        "world's own texts, saved with save_pretrained (nothing is downloaded).",
+    )
+    init.add_argument("--kind", choices=("policy", "reward"), required=True)
+    init.add_argument("--out", type=Path, required=True, help="directory to write")
+    init.add_argument("--hidden-size", type=int, default=128)
+    init.add_argument("--layers", type=int, default=2)
+    init.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    init.set_defaults(run=run_model_init)
+
+
+def run_model_init(args: argparse.Namespace) -> int:
+    from agents.models.tiny import ModelSpec, init_model
+
+    spec = ModelSpec(hidden_size=args.hidden_size, num_hidden_layers=args.layers, seed=args.seed)
+    out = init_model(args.kind, args.out, spec)
+    print(json.dumps(json.loads((out / "bigworld.json").read_text())))
+    return 0
+
+
+@command("agent")
+def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agent = sub.add_parser("agent", help="run agents", description="Run policy and reward agents.")
+    verbs = agent.add_subparsers(dest="verb", required=True, metavar="VERB")
+    run = verbs.add_parser(
+        "run",
+        help="run a policy or reward agent until stopped",
+        description="Run a policy agent (plays episodes) or a reward agent (judges steps) "
+        "against a world server until stopped (SIGTERM/Ctrl-C abandon the open episode).",
+    )
+    run.add_argument("--role", choices=ROLES, required=True)
+    run.add_argument("--backend", choices=BACKENDS, required=True)
+    run.add_argument("--model", type=Path, help="model directory (transformers, vllm)")
+    run.add_argument("--mode", choices=("rank", "generate"), default="rank", help="policy decoding")
+    run.add_argument("--temperature", type=float, default=1.0)
+    run.add_argument("--max-new-tokens", type=int, default=64)
+    run.add_argument("--votes", type=int, default=3, help="judgments per step (reward)")
+    run.add_argument("--noise", type=float, default=0.0, help="vote flip rate (heuristic)")
+    run.add_argument("--family", help="ask for tasks of this family only (policy)")
+    run.add_argument("--episodes", type=int, help="stop after this many episodes (policy)")
+    run.add_argument("--seconds", type=float, help="stop after this long")
+    run.add_argument("--poll", type=float, default=5.0, help="seconds between version checks")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    run.add_argument(
+        "--expert-token",
+        default=os.environ.get("BIGWORLD_EXPERT_TOKEN"),
+        help="trainer/admin token for the expert backend (env BIGWORLD_EXPERT_TOKEN)",
+    )
+    run.add_argument("--vllm-url", help="OpenAI-compatible server URL (vllm-server backend)")
+    run.add_argument("--vllm-model", help="model name at that server")
+    add_server_options(run)
+    run.set_defaults(run=run_agent)
+
+
+def _model(args: argparse.Namespace) -> Any:
+    from agents import backends
+
+    if args.backend == "transformers":
+        return backends.TransformersModel(_need(args.model, "--model"), device=args.device)
+    if args.backend == "vllm":
+        return backends.VllmModel(_need(args.model, "--model"))
+    if args.backend == "vllm-server":
+        return backends.OpenAIServerModel(
+            _need(args.vllm_url, "--vllm-url"), args.vllm_model or "default"
+        )
+    raise SystemExit(f"bigworld: backend {args.backend!r} has no model")
+
+
+def _need(value: Any, flag: str) -> Any:
+    if value is None:
+        raise SystemExit(f"bigworld: this backend needs {flag}")
+    return value
+
+
+def build_runner(args: argparse.Namespace) -> Any:
+    """The runner that ``agent run`` would start, without starting it."""
+    from agents import backends, policy_agent, reward_agent
+    from agents.client import BigWorldClient
+
+    client = BigWorldClient(args.server, args.token)
+    sampling = backends.Sampling(args.temperature, args.max_new_tokens, args.seed)
+    if args.role == "policy":
+        policy: Any
+        if args.backend == "random":
+            policy = policy_agent.RandomPolicy(args.seed)
+        elif args.backend == "expert":
+            policy = policy_agent.ExpertPolicy(
+                BigWorldClient(args.server, _need(args.expert_token, "--expert-token"))
+            )
+        elif args.backend == "heuristic":
+            raise SystemExit("bigworld: the heuristic backend judges; it cannot play")
+        else:
+            policy = policy_agent.ModelPolicy(_model(args), args.mode, sampling)
+        config = policy_agent.RunnerConfig(
+            family=args.family, poll_s=args.poll, max_episodes=args.episodes
+        )
+        return policy_agent.PolicyRunner(client, policy, config)
+    judge: Any
+    if args.backend == "heuristic":
+        judge = reward_agent.HeuristicJudge(args.noise, args.seed)
+    elif args.backend in ("random", "expert"):
+        raise SystemExit(f"bigworld: backend {args.backend!r} cannot judge")
+    else:
+        judge = reward_agent.ModelJudge(_model(args), sampling)
+    return reward_agent.RewardRunner(
+        client, judge, reward_agent.RewardConfig(votes=args.votes, reload_poll_s=args.poll)
+    )
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    runner = build_runner(args)
+
+    def stop(signum: int, frame: object) -> None:
+        runner.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if args.seconds is not None:
+        timer = threading.Timer(args.seconds, runner.stop.set)
+        timer.daemon = True
+        timer.start()
+    result = runner.run()
+    if result is not None:
+        print(
+            json.dumps({k: sorted(v) if isinstance(v, set) else v for k, v in vars(result).items()})
+        )
+    return 0
