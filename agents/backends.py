@@ -8,6 +8,7 @@ log-likelihood of each candidate completion, for ``rank``-mode policies). Heavy 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ class TransformersModel:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model, self.tokenizer = load_model(path, self.device)
         self.version = version
+        # transformers renamed ``past_key_values`` to ``cache`` in its 5.x series
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def reload(self, path: Path, version: str) -> None:
         from agents.models.tiny import load_model
@@ -85,29 +89,37 @@ class TransformersModel:
         return outputs
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
+        """One pass over the prompt, its key/value cache shared by every completion."""
         torch = self._torch
-        prompt_ids = self.tokenizer(prompt).input_ids
-        rows = [
-            prompt_ids + self.tokenizer(c).input_ids + [self.tokenizer.eos_token_id]
-            for c in completions
-        ]
-        width = max(len(r) for r in rows)
+        prompt_ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)  # (1, P)
+        rows = [self.tokenizer(c).input_ids + [self.tokenizer.eos_token_id] for c in completions]
+        n, width = len(rows), max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor(
             [r + [pad] * (width - len(r)) for r in rows], device=self.device
-        )  # (N, T)
-        mask = torch.tensor(
-            [[1] * len(r) + [0] * (width - len(r)) for r in rows], device=self.device
-        )
+        )  # (N, C)
+        lengths = torch.tensor([len(r) for r in rows], device=self.device)
+        mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]  # (N, C)
         with torch.no_grad():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits  # (N, T, V)
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        token_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (N, T-1): log p(token t+1)
-        start = len(prompt_ids) - 1  # first predicted completion token
-        scores = []
-        for n, row in enumerate(rows):
-            scores.append(float(token_logp[n, start : len(row) - 1].sum()))
-        return scores
+            head = self.model(input_ids=prompt_ids, use_cache=True)
+            cache = head.cache if "cache" in head else head.past_key_values
+            cache.batch_repeat_interleave(n)
+            full_mask = torch.cat(
+                [
+                    torch.ones(n, prompt_ids.shape[1], dtype=torch.long, device=self.device),
+                    mask.long(),
+                ],
+                dim=1,
+            )
+            tail = self.model(
+                input_ids=ids, attention_mask=full_mask, past_key_values=cache
+            ).logits  # (N, C, V)
+        first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (N,)
+        rest = (
+            torch.log_softmax(tail[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        )  # (N, C-1)
+        rest = (rest * mask[:, 1:]).sum(dim=1)
+        return [float(x) for x in first + rest]
 
 
 class OpenAIServerModel:
