@@ -69,12 +69,13 @@ def process(
     cmd: list[str], port: int, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server in its own process group until it answers /healthz or /docs; stop it after."""
+    log = open(Path(tempfile.gettempdir()) / f"bigworld-bench-{port}.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
@@ -92,6 +93,7 @@ def process(
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+        log.close()
 
 
 def rss_mib(pid: int) -> float:
