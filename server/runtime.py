@@ -41,8 +41,10 @@ class Runtime:
     callers: dict[str, Caller] = field(
         default_factory=dict
     )  # token hash -> caller (positive cache)
-    # SQLite lets one writer in at a time and its busy handler sleeps in coarse steps; queueing
-    # this process's writers on a lock first keeps the database lock almost never contended.
+    # World transactions are serialised by the database (the world lock); queueing this
+    # process's writers on a lock first keeps that lock almost never contended: SQLite's busy
+    # handler sleeps in coarse steps, and on PostgreSQL waiters would each hold a connection.
+    # Other processes over the same PostgreSQL still meet at the row lock.
     _gate: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -72,8 +74,7 @@ class Runtime:
     def world_transaction(self) -> Iterator[tuple[Session, dict]]:
         """A session holding the world lock (see ``lock_world``), with the world row; the
         caller commits. Rolled back if the caller raises or leaves without committing."""
-        gate = self._gate if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
-        with gate, self.sessions() as session:
+        with self._gate, self.sessions() as session:
             meta = lock_world(session)
             try:
                 yield session, meta
