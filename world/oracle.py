@@ -59,6 +59,7 @@ STATION_FOR = {"clean_and_place": "clean", "heat_and_place": "heat", "cool_and_p
 TAG_FOR = {"clean_and_place": "cleanable", "heat_and_place": "heatable", "cool_and_place": "coolable"}
 VERB_FOR = {"clean_and_place": "clean", "heat_and_place": "heat", "cool_and_place": "cool"}
 DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"}
+CRAFT_CLEARANCE = 3  # no craft task for an item lying within this many moves of the avatar
 NOT_TARGETS = ("desk lamp", "floor lamp")  # capacity-one lamps make poor delivery targets
 
 
@@ -798,9 +799,11 @@ def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     held: Counter[str] = Counter()
     for thing in snap.held():
         held[thing.type] += quantity(thing)
-    lying = {t.type for t in snap.loose()}
+    # Picking up one that lies close by would do: that is not a crafting task.
+    here = snap.me.place
+    lying = {t.type for t in snap.loose() if snap.dist(here, snap.where(t)) <= CRAFT_CLEARANCE}
     for item in sorted(snap.rules.recipes):
-        if item in lying:  # picking one up would do: not a crafting task
+        if item in lying:
             continue
         if _expand(snap, item, True) or _expand(snap, item, False):  # the tree bottoms out here
             yield {"item": item, "baseline": held[item]}
