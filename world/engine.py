@@ -134,7 +134,9 @@ def _describe_thing(view: View, thing: Thing) -> str:
     if thing.kind == "resource":
         spec = view.rules.resources[thing.type]
         stock = int(float(thing.attrs.get("stock", 0)))
-        return f"The {thing.label} has {stock} {spec.yields} left. Gathering it needs a {spec.tool}."
+        return (
+            f"The {thing.label} has {stock} {spec.yields} left. Gathering it needs a {spec.tool}."
+        )
     attrs = thing.attrs
     words = ["clean" if attrs.get("clean", True) else "dirty"]
     if attrs.get("temp") in (dynamics.HOT, dynamics.COLD):
@@ -145,7 +147,9 @@ def _describe_thing(view: View, thing: Thing) -> str:
         state = "rotten" if fresh <= 0 else "stale" if fresh < 40 else "fresh"
         text += f" It is {state}."
     if "durability" in attrs:
-        text += " It is broken." if attrs.get("broken") else f" It has {attrs['durability']} uses left."
+        text += (
+            " It is broken." if attrs.get("broken") else f" It has {attrs['durability']} uses left."
+        )
     if int(attrs.get("quantity", 1)) > 1:
         text += f" There are {attrs['quantity']} of them."
     return text
@@ -443,7 +447,9 @@ def candidates(view: View) -> Iterator[Action]:
         yield Action("open", r.label)
         yield Action("close", r.label)
     for t in view.visible:
-        yield Action("take", t.label, next(r.label for r in view.receptacles if r.id == t.container))
+        yield Action(
+            "take", t.label, next(r.label for r in view.receptacles if r.id == t.container)
+        )
     for t in view.held:
         for r in view.receptacles:
             yield Action("put", t.label, f"{view.rules.receptacles[r.type].preposition} {r.label}")
@@ -483,24 +489,29 @@ def observe(world: World, avatar_id: str) -> Observation:
 
 
 def step(world: World, avatar_id: str, text: str) -> StepResult:
-    """Apply one action of one avatar: validate, advance the tick, apply, log.
+    """Apply one action of one avatar: validate, apply, advance the tick, log.
 
-    Raises ``ActionError`` for malformed text and ``UnknownEntityError`` for an unknown
-    avatar, both before anything changes. Does not commit.
+    The action is applied at the tick its admissible list was computed at; then the clock
+    moves on and the new admissible list is computed at the tick the next action will be
+    applied at. Raises ``ActionError`` for malformed text and ``UnknownEntityError`` for an
+    unknown avatar, both before anything changes. Does not commit.
     """
     normal = actions.validate(text)
     avatar = world.avatar(avatar_id)
-    tick = world.advance()
     view = View(world, avatar)
     action = actions.parse(normal)
-    accepted = True
+    accepted, reason = True, ""
     try:
         if action is None:
             raise Rejected("not in the action grammar")
         feedback = HANDLERS[action.verb](view, action, True)
-    except Rejected as reason:
-        accepted, feedback = False, NOTHING
-        world.emit("rejected", avatar_id, [f"avatar:{avatar_id}"], {"text": normal, "reason": str(reason)})
+    except Rejected as rejected:
+        accepted, feedback, reason = False, NOTHING, str(rejected)
+    tick = world.advance()
+    if not accepted:
+        world.emit(
+            "rejected", avatar_id, [f"avatar:{avatar_id}"], {"text": normal, "reason": reason}
+        )
     world.emit(
         "action",
         avatar_id,

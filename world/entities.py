@@ -75,6 +75,11 @@ class Thing:
     def label(self) -> str:
         return f"{self.type} {self.num}"
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Thing:
+        """The inverse of :meth:`row`."""
+        return cls(**{**row, "attrs": dict(row["attrs"])})
+
     def row(self) -> dict[str, Any]:
         """A canonical, JSON-ready image of this thing (used for hashing and the event log)."""
         return {

@@ -46,8 +46,6 @@ from world.tasks import (
     PLACE_CONDITION,
     Task,
     goal_met,
-    peek_inventory,
-    peek_things_at,
     quantity,
     satisfies,
     stock,
@@ -56,7 +54,11 @@ from world.tasks import (
 MAX_ACTIONS = 150  # longest plan the oracle builds
 BUILDS = 3  # candidates built (simulated) per task, best estimates first
 STATION_FOR = {"clean_and_place": "clean", "heat_and_place": "heat", "cool_and_place": "cool"}
-TAG_FOR = {"clean_and_place": "cleanable", "heat_and_place": "heatable", "cool_and_place": "coolable"}
+TAG_FOR = {
+    "clean_and_place": "cleanable",
+    "heat_and_place": "heatable",
+    "cool_and_place": "coolable",
+}
 VERB_FOR = {"clean_and_place": "clean", "heat_and_place": "heat", "cool_and_place": "cool"}
 DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"}
 CRAFT_CLEARANCE = 3  # no craft task for an item lying within this many moves of the avatar
@@ -104,11 +106,13 @@ class Snapshot:
         regions: dict[str, Region] = {}
         for x, y in wanted:
             key = region_key(x, y)
-            region = world._regions.get(key) or world.backend.load_region(x, y)  # noqa: SLF001
+            region = world.peek_region(x, y)
             if region is not None:
                 regions[key] = region
         meta = world.meta
-        copy_meta = WorldMeta(meta.seed, meta.tick, meta.next_thing_id, dict(meta.counters), list(meta.versions))
+        copy_meta = WorldMeta(
+            meta.seed, meta.tick, meta.next_thing_id, dict(meta.counters), list(meta.versions)
+        )
         places: dict[str, Place] = {}
         things: dict[int, Thing] = {}
         avatars: dict[str, Avatar] = {}
@@ -116,13 +120,13 @@ class Snapshot:
             for index in range(region.n_places):
                 place = world.place(place_id(region.rx, region.ry, index))
                 places[place.id] = place
-                for thing in peek_things_at(world, place.id):
+                for thing in world.peek_things_at(place.id):
                     things[thing.id] = _copy(thing)
                 for avatar in world.avatars_at(place.id):
                     avatars[avatar.id] = replace(avatar, attrs=dict(avatar.attrs))
         avatars[me.id] = replace(me, attrs=dict(me.attrs))
         for avatar in avatars.values():
-            for thing in peek_inventory(world, avatar.id):
+            for thing in world.peek_inventory(avatar.id):
                 things[thing.id] = _copy(thing)
         for thing in things.values():
             dynamics.settle(thing, world.rules, copy_meta, meta.tick)
@@ -139,15 +143,22 @@ class Snapshot:
     def scratch(self) -> World:
         """A fresh in-memory world holding copies of everything in the snapshot."""
         backend = MemoryBackend(self.meta.seed, self.rules)
-        meta = WorldMeta(self.meta.seed, self.meta.tick, self.meta.next_thing_id,
-                         dict(self.meta.counters), list(self.meta.versions))
+        meta = WorldMeta(
+            self.meta.seed,
+            self.meta.tick,
+            self.meta.next_thing_id,
+            dict(self.meta.counters),
+            list(self.meta.versions),
+        )
         backend.regions = dict(self.regions)
         backend.places = dict(self.places)  # places are not changed by actions
-        backend.save(ChangeSet(
-            meta=meta,
-            things={i: _copy(t) for i, t in self.things.items()},
-            avatars={a.id: replace(a, attrs=dict(a.attrs)) for a in self.avatars.values()},
-        ))
+        backend.save(
+            ChangeSet(
+                meta=meta,
+                things={i: _copy(t) for i, t in self.things.items()},
+                avatars={a.id: replace(a, attrs=dict(a.attrs)) for a in self.avatars.values()},
+            )
+        )
         return World(backend, self.rules)
 
     # -- the place graph -----------------------------------------------------------------------
@@ -193,8 +204,14 @@ class Snapshot:
     # -- what lies where -----------------------------------------------------------------------
     def loose(self, type_name: str | None = None) -> list[Thing]:
         """Objects lying in receptacles (nobody holds them), optionally of one type."""
-        return [t for t in self.things.values() if t.kind == "object" and t.holder is None
-                and t.container is not None and (type_name is None or t.type == type_name)]
+        return [
+            t
+            for t in self.things.values()
+            if t.kind == "object"
+            and t.holder is None
+            and t.container is not None
+            and (type_name is None or t.type == type_name)
+        ]
 
     def held(self, avatar_id: str | None = None) -> list[Thing]:
         who = avatar_id or self.avatar_id
@@ -218,7 +235,7 @@ class Snapshot:
         return thing.place
 
     def direction(self, place: str) -> str | None:
-        """"north" etc. when ``place`` lies in a neighbouring region of the avatar's."""
+        """ "north" etc. when ``place`` lies in a neighbouring region of the avatar's."""
         (ax, ay), (px, py) = region_of(self.me.place), region_of(place)
         return DIRECTIONS.get((px - ax, py - ay))
 
@@ -312,8 +329,12 @@ class _Sim:
             spare = [t for t in self.held() if t.type not in keep]
             if not spare:
                 raise _Fail("hands full of needed things")
-            room = [r for r in self.world.things_at(self.here) if r.kind == "receptacle"
-                    and len(self.world.contents(r)) < self.snap.rules.receptacles[r.type].capacity]
+            room = [
+                r
+                for r in self.world.things_at(self.here)
+                if r.kind == "receptacle"
+                and len(self.world.contents(r)) < self.snap.rules.receptacles[r.type].capacity
+            ]
             if not room:
                 raise _Fail("nowhere to put things down")
             room.sort(key=lambda r: (r.attrs.get("open") is False, r.id))
@@ -344,8 +365,9 @@ class _Sim:
 Builder = Callable[[_Sim], None]
 
 
-def _build(snap: Snapshot, task: Task, options: list[tuple[float, Builder]], budget: int,
-           expanded: int) -> Plan | None:
+def _build(
+    snap: Snapshot, task: Task, options: list[tuple[float, Builder]], budget: int, expanded: int
+) -> Plan | None:
     """Build the best few options by estimate; return the shortest that reaches the goal."""
     options = sorted((o for o in options if o[0] < math.inf), key=lambda o: o[0])
     best: list[str] | None = None
@@ -361,7 +383,9 @@ def _build(snap: Snapshot, task: Task, options: list[tuple[float, Builder]], bud
             continue
         finally:
             expanded += len(sim.actions)
-        if goal_met(sim.world, task, snap.avatar_id) and (best is None or len(sim.actions) < len(best)):
+        if goal_met(sim.world, task, snap.avatar_id) and (
+            best is None or len(sim.actions) < len(best)
+        ):
             best = list(sim.actions)
     return None if best is None else Plan(tuple(best), expanded)
 
@@ -390,8 +414,11 @@ def _place_one(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     inside = [t for t in snap.things.values() if t.container == target.id]
     done = [t for t in inside if t.type == p["object"] and satisfies(t, condition, snap.tick)]
     need = (2 if family == "pick_two_and_place" else 1) - len(done)
-    pool = [t for t in (*snap.held(), *snap.loose(p["object"]))
-            if t.type == p["object"] and t.container != target.id]
+    pool = [
+        t
+        for t in (*snap.held(), *snap.loose(p["object"]))
+        if t.type == p["object"] and t.container != target.id
+    ]
     here, goal_place = snap.me.place, p["place"]
     stations = snap.receptacles(STATION_FOR[family]) if family in STATION_FOR else []
     options: list[tuple[float, Builder]] = []
@@ -403,8 +430,14 @@ def _place_one(snap: Snapshot, task: Task, budget: int) -> Plan | None:
         if condition is not None and not satisfies(obj, condition, snap.tick):
             for station in stations:
                 assert station.place is not None
-                total = (cost + snap.dist(start, station.place) + 1 + snap.dist(station.place, goal_place)
-                         + _open_cost(snap, target.id, set(opened)) + 1)
+                total = (
+                    cost
+                    + snap.dist(start, station.place)
+                    + 1
+                    + snap.dist(station.place, goal_place)
+                    + _open_cost(snap, target.id, set(opened))
+                    + 1
+                )
                 options.append((total, _place_builder(task, [obj.id], station.id)))
         else:
             total = cost + snap.dist(start, goal_place) + _open_cost(snap, target.id, opened) + 1
@@ -421,17 +454,34 @@ def _place_one(snap: Snapshot, task: Task, budget: int) -> Plan | None:
                 opened: set[int] = set()
                 a, b = snap.where(first), snap.where(second)
                 get_a = _fetch_cost(snap, here, first, opened)
-                carry = (get_a + _fetch_cost(snap, a, second, set(opened)) + snap.dist(b, goal_place)
-                         + _open_cost(snap, target.id, set(opened)) + 2)
-                options.append((carry, _place_builder(task, [first.id, second.id], None, together=True)))
-                trips = (get_a + snap.dist(a, goal_place) + _open_cost(snap, target.id, opened) + 1
-                         + snap.dist(goal_place, b) + _open_cost(snap, second.container, opened) + 1
-                         + snap.dist(b, goal_place) + 1)
+                carry = (
+                    get_a
+                    + _fetch_cost(snap, a, second, set(opened))
+                    + snap.dist(b, goal_place)
+                    + _open_cost(snap, target.id, set(opened))
+                    + 2
+                )
+                options.append(
+                    (carry, _place_builder(task, [first.id, second.id], None, together=True))
+                )
+                trips = (
+                    get_a
+                    + snap.dist(a, goal_place)
+                    + _open_cost(snap, target.id, opened)
+                    + 1
+                    + snap.dist(goal_place, b)
+                    + _open_cost(snap, second.container, opened)
+                    + 1
+                    + snap.dist(b, goal_place)
+                    + 1
+                )
                 options.append((trips, _place_builder(task, [first.id, second.id], None)))
     return _build(snap, task, options, budget, len(options))
 
 
-def _place_builder(task: Task, objects: list[int], station: int | None, together: bool = False) -> Builder:
+def _place_builder(
+    task: Task, objects: list[int], station: int | None, together: bool = False
+) -> Builder:
     p = task.params
 
     def build(sim: _Sim) -> None:
@@ -463,7 +513,11 @@ def _examine(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     for obj in (*snap.held(), *snap.loose(p["object"])):
         if obj.type != p["object"]:
             continue
-        cost = _fetch_cost(snap, snap.me.place, obj, set()) + snap.dist(snap.where(obj), p["place"]) + switch
+        cost = (
+            _fetch_cost(snap, snap.me.place, obj, set())
+            + snap.dist(snap.where(obj), p["place"])
+            + switch
+        )
 
         def build(sim: _Sim, obj_id: int = obj.id) -> None:
             sim.fetch(obj_id, {p["object"]})
@@ -485,7 +539,11 @@ def _cooperate(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     for obj in (*snap.held(), *snap.loose(p["object"])):
         if obj.type != p["object"]:
             continue
-        cost = _fetch_cost(snap, snap.me.place, obj, set()) + snap.dist(snap.where(obj), other.place) + 1
+        cost = (
+            _fetch_cost(snap, snap.me.place, obj, set())
+            + snap.dist(snap.where(obj), other.place)
+            + 1
+        )
 
         def build(sim: _Sim, obj_id: int = obj.id) -> None:
             thing = sim.fetch(obj_id, {p["object"]})
@@ -512,8 +570,11 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     target = snap.things.get(p["receptacle"])
     if target is None:
         return None
-    have = sum(quantity(t) for t in snap.things.values()
-               if t.container == target.id and t.type == p["yields"])
+    have = sum(
+        quantity(t)
+        for t in snap.things.values()
+        if t.container == target.id and t.type == p["yields"]
+    )
     missing = p["baseline"] + p["units"] - have
     if missing <= 0:
         return Plan((), 0)
@@ -532,13 +593,21 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
         assert resource.place is not None
         for tool in _tools(snap, spec.tool, missing):
             opened: set[int] = set()
-            cost = (_fetch_cost(snap, snap.me.place, tool, opened) + snap.dist(snap.where(tool), resource.place)
-                    + missing + snap.dist(resource.place, p["place"]) + _open_cost(snap, target.id, opened) + 1)
+            cost = (
+                _fetch_cost(snap, snap.me.place, tool, opened)
+                + snap.dist(snap.where(tool), resource.place)
+                + missing
+                + snap.dist(resource.place, p["place"])
+                + _open_cost(snap, target.id, opened)
+                + 1
+            )
             options.append((cost, _gather_builder(task, resource.id, tool.id, missing)))
     return _build(snap, task, options, budget, len(options))
 
 
-def _gather_builder(task: Task, resource_id: int | None, tool_id: int | None, count: int) -> Builder:
+def _gather_builder(
+    task: Task, resource_id: int | None, tool_id: int | None, count: int
+) -> Builder:
     p = task.params
 
     def build(sim: _Sim) -> None:
@@ -550,8 +619,9 @@ def _gather_builder(task: Task, resource_id: int | None, tool_id: int | None, co
             sim.goto(resource.place)
             for _ in range(count):
                 sim.gather(resource, tool, keep)
-        stacks = sorted((t for t in sim.held() if t.type == p["yields"]),
-                        key=lambda t: (-quantity(t), t.id))
+        stacks = sorted(
+            (t for t in sim.held() if t.type == p["yields"]), key=lambda t: (-quantity(t), t.id)
+        )
         for thing in stacks:  # biggest stacks first, and no more than the goal needs
             if goal_met(sim.world, task, sim.me):
                 break
@@ -586,7 +656,9 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
         things.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
     left = {t.id: int(stock(t)) for t in snap.things.values() if t.kind == "resource"}
     needs = _Needs()
-    held_tags = {tag for t in snap.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags}
+    held_tags = {
+        tag for t in snap.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags
+    }
 
     def need(type_name: str, units: int, top: bool = False) -> bool:
         if not top:
@@ -613,14 +685,23 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
 
     def gather(type_name: str, units: int) -> bool:
         sources = sorted(
-            (t for t in snap.things.values() if t.kind == "resource"
-             and rules.resources[t.type].yields == type_name and left[t.id] >= units),
+            (
+                t
+                for t in snap.things.values()
+                if t.kind == "resource"
+                and rules.resources[t.type].yields == type_name
+                and left[t.id] >= units
+            ),
             key=lambda t: (snap.dist(here, snap.where(t)), t.id),
         )
         for resource in sources:
             tag = rules.resources[resource.type].tool
             if tag not in held_tags:
-                tools = [t for t in _tools(snap, tag, units) if t.holder is None and t.id not in needs.tools]
+                tools = [
+                    t
+                    for t in _tools(snap, tag, units)
+                    if t.holder is None and t.id not in needs.tools
+                ]
                 if not tools:
                     continue
                 tools.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
@@ -670,19 +751,40 @@ def _craft_builder(task: Task, needs: _Needs) -> Builder:
                         break
             if pending[item] == 0:
                 break
-            tag_held = {tag for t in sim.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags}
+            tag_held = {
+                tag
+                for t in sim.held()
+                if not t.attrs.get("broken")
+                for tag in rules.objects[t.type].tags
+            }
             moves: list[tuple[float, int, str, Any]] = []
             for thing_id in takes:
-                moves.append((snap.dist(sim.here, snap.where(snap.things[thing_id])), 0, "take", thing_id))
+                moves.append(
+                    (snap.dist(sim.here, snap.where(snap.things[thing_id])), 0, "take", thing_id)
+                )
             for gather in gathers:
                 if gather[2] in tag_held:
-                    moves.append((snap.dist(sim.here, snap.where(snap.things[gather[0]])), 1, "gather", gather))
+                    moves.append(
+                        (
+                            snap.dist(sim.here, snap.where(snap.things[gather[0]])),
+                            1,
+                            "gather",
+                            gather,
+                        )
+                    )
             for name in order:
                 station = rules.recipes[name].station
                 if pending[name] > 0 and station is not None and ready(name):
                     for receptacle in snap.receptacles():
                         if receptacle.type == station and receptacle.place is not None:
-                            moves.append((snap.dist(sim.here, receptacle.place), 2, "station", receptacle.place))
+                            moves.append(
+                                (
+                                    snap.dist(sim.here, receptacle.place),
+                                    2,
+                                    "station",
+                                    receptacle.place,
+                                )
+                            )
             moves = [m for m in moves if m[0] < math.inf]
             if not moves:
                 raise _Fail("no way forward in the recipe tree")
@@ -695,8 +797,11 @@ def _craft_builder(task: Task, needs: _Needs) -> Builder:
                 resource = sim.world.thing(what[0])
                 assert resource.place is not None
                 sim.goto(resource.place)
-                tool = next(t for t in sim.held() if what[2] in rules.objects[t.type].tags
-                            and not t.attrs.get("broken"))
+                tool = next(
+                    t
+                    for t in sim.held()
+                    if what[2] in rules.objects[t.type].tags and not t.attrs.get("broken")
+                )
                 for _ in range(what[1]):
                     sim.gather(resource, tool, keep)
             else:
@@ -713,8 +818,12 @@ def _craft(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     for prefer_loose in (True, False):
         needs = _expand(snap, item, prefer_loose)
         if needs is not None:
-            estimate = len(needs.takes) + len(needs.tools) + sum(needs.crafts.values()) + sum(
-                g[1] for g in needs.gathers)
+            estimate = (
+                len(needs.takes)
+                + len(needs.tools)
+                + sum(needs.crafts.values())
+                + sum(g[1] for g in needs.gathers)
+            )
             options.append((estimate, _craft_builder(task, needs)))
     return _build(snap, task, options, budget, len(options))
 
@@ -750,7 +859,9 @@ def plan(world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDG
     return plan_in(Snapshot.of(world, avatar_id, _task_places(task)), task, budget=budget)
 
 
-def next_action(world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDGET) -> str | None:
+def next_action(
+    world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDGET
+) -> str | None:
     """The first action of a fresh plan, or None when the goal holds or no plan is found."""
     found = plan(world, task, avatar_id, budget=budget)
     return found.actions[0] if found and found.actions else None
@@ -784,15 +895,24 @@ def _place_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
         if receptacle.type in NOT_TARGETS or receptacle.place is None:
             continue
         for type_name in types:
-            yield {"object": type_name, "receptacle": receptacle.id, "receptacle_label": receptacle.label,
-                   **_names(snap, receptacle.place)}
+            yield {
+                "object": type_name,
+                "receptacle": receptacle.id,
+                "receptacle_label": receptacle.label,
+                **_names(snap, receptacle.place),
+            }
 
 
 def _examine_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     for lamp in snap.receptacles("light"):
         assert lamp.place is not None
         for type_name in _types_near(snap):
-            yield {"object": type_name, "lamp": lamp.id, "lamp_label": lamp.label, **_names(snap, lamp.place)}
+            yield {
+                "object": type_name,
+                "lamp": lamp.id,
+                "lamp_label": lamp.label,
+                **_names(snap, lamp.place),
+            }
 
 
 def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
@@ -810,24 +930,35 @@ def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
 
 
 def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
-    for resource in sorted((t for t in snap.things.values() if t.kind == "resource"), key=lambda t: t.id):
+    for resource in sorted(
+        (t for t in snap.things.values() if t.kind == "resource"), key=lambda t: t.id
+    ):
         spec = snap.rules.resources[resource.type]
         units = int(stock(resource))
         if units < 1 or not _tools(snap, spec.tool, 1):
             continue
         assert resource.place is not None
-        source = {"resource": resource.id, "resource_label": resource.label, "resource_place": resource.place,
-                  "resource_place_name": snap.places[resource.place].name, "yields": spec.yields}
+        source = {
+            "resource": resource.id,
+            "resource_label": resource.label,
+            "resource_place": resource.place,
+            "resource_place_name": snap.places[resource.place].name,
+            "yields": spec.yields,
+        }
         if snap.direction(resource.place):
             source["resource_direction"] = str(snap.direction(resource.place))
         for receptacle in snap.receptacles():
             if receptacle.type in NOT_TARGETS or receptacle.place is None:
                 continue
             inside = [t for t in snap.things.values() if t.container == receptacle.id]
-            params = {**source, "receptacle": receptacle.id, "receptacle_label": receptacle.label,
-                      **_names(snap, receptacle.place),
-                      "units": 1 + (resource.id + receptacle.id) % min(3, units),
-                      "baseline": sum(quantity(t) for t in inside if t.type == spec.yields)}
+            params = {
+                **source,
+                "receptacle": receptacle.id,
+                "receptacle_label": receptacle.label,
+                **_names(snap, receptacle.place),
+                "units": 1 + (resource.id + receptacle.id) % min(3, units),
+                "baseline": sum(quantity(t) for t in inside if t.type == spec.yields),
+            }
             yield params
 
 
@@ -839,7 +970,12 @@ def _cooperate_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any
         for thing in snap.held(other.id):
             theirs[thing.type] += quantity(thing)
         for type_name in _types_near(snap):
-            yield {"object": type_name, "avatar": other.id, "avatar_name": other.name, "baseline": theirs[type_name]}
+            yield {
+                "object": type_name,
+                "avatar": other.id,
+                "avatar_name": other.name,
+                "baseline": theirs[type_name],
+            }
 
 
 _CANDIDATES: dict[str, Callable[[Snapshot, str], Iterator[dict[str, Any]]]] = {

@@ -13,7 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -137,8 +137,12 @@ class World:
         return self.dynamics.season(self.tick)
 
     def advance(self, ticks: int = 1) -> int:
-        """Move the logical clock forward; returns the new tick."""
+        """Move the logical clock forward and bring every loaded thing up to the new tick,
+        so that what this transaction shows next is what the next one would see."""
         self.meta.tick += ticks
+        for thing in self._things.values():
+            if dynamics.settle(thing, self.rules, self.meta, self.meta.tick):
+                self.touch(thing)
         return self.meta.tick
 
     def publish_version(self, version: RulesVersion) -> None:
@@ -184,6 +188,10 @@ class World:
             self.meta.counters[type_name] = num
         return thing_id, num
 
+    def peek_region(self, rx: int, ry: int) -> Region | None:
+        """The region at (rx, ry) if it exists, without generating it."""
+        return self._regions.get(region_key(rx, ry)) or self.backend.load_region(rx, ry)
+
     def place(self, place_id: str) -> Place:
         place = self._places.get(place_id)
         if place is not None:
@@ -215,6 +223,31 @@ class World:
             self._adopt(self.backend.load_things_at(place_id))
             self._loaded_places.add(place_id)
         return sorted((t for t in self._things.values() if t.place == place_id), key=_by_id)
+
+    # Goal checks and planners read without settling or recording anything: these return what
+    # the transaction holds, else what the backend stores, as it stands.
+    def peek_things_at(self, place_id: str) -> list[Thing]:
+        """Everything lying in a place, without loading it into the transaction."""
+        loaded = place_id in self._loaded_places
+        stored = [] if loaded else self.backend.load_things_at(place_id)
+        return self._peek(loaded, stored, lambda t: t.place == place_id)
+
+    def peek_inventory(self, avatar_id: str) -> list[Thing]:
+        """What an avatar holds, without loading it into the transaction."""
+        loaded = avatar_id in self._loaded_inventories
+        stored = [] if loaded else self.backend.load_inventory(avatar_id)
+        return self._peek(loaded, stored, lambda t: t.holder == avatar_id)
+
+    def _peek(
+        self, loaded: bool, stored: list[Thing], here: Callable[[Thing], bool]
+    ) -> list[Thing]:
+        found = {t.id: t for t in self._things.values() if here(t)}
+        if not loaded:
+            for thing in stored:
+                current = self._things.get(thing.id, thing)
+                if thing.id not in self._changes.removed and here(current):
+                    found.setdefault(thing.id, current)
+        return [found[i] for i in sorted(found)]
 
     def inventory(self, avatar_id: str) -> list[Thing]:
         if avatar_id not in self._loaded_inventories:
@@ -296,7 +329,9 @@ class World:
             for avatar in self.backend.load_avatars_at(place_id):
                 self._avatars.setdefault(avatar.id, avatar)
             self._loaded_crowds.add(place_id)
-        return sorted((a for a in self._avatars.values() if a.place == place_id), key=lambda a: a.id)
+        return sorted(
+            (a for a in self._avatars.values() if a.place == place_id), key=lambda a: a.id
+        )
 
     def add_avatar(self, avatar_id: str, name: str, place: str = ORIGIN) -> Avatar:
         """Bring a new avatar into the world (an input: it is logged for replay)."""
@@ -304,7 +339,9 @@ class World:
         avatar = Avatar(id=avatar_id, name=name, place=place)
         self._avatars[avatar_id] = avatar
         self.touch(avatar)
-        self.emit("avatar_joined", avatar_id, [f"avatar:{avatar_id}"], {"name": name, "place": place})
+        self.emit(
+            "avatar_joined", avatar_id, [f"avatar:{avatar_id}"], {"name": name, "place": place}
+        )
         return avatar
 
     # -- changes ---------------------------------------------------------------------------
@@ -316,7 +353,9 @@ class World:
         else:
             self._changes.places[entity.id] = entity
 
-    def emit(self, kind: str, actor: str | None, entities: Iterable[str], payload: dict[str, Any]) -> Event:
+    def emit(
+        self, kind: str, actor: str | None, entities: Iterable[str], payload: dict[str, Any]
+    ) -> Event:
         event = Event(self.tick, kind, actor, tuple(entities), payload)
         self._changes.events.append(event)
         return event
@@ -330,13 +369,25 @@ class World:
         changed entity (the event log alone can then rebuild any entity at any tick) and hand
         the change set to the backend."""
         changes = self._changes
-        if changes.things or changes.removed or changes.avatars or changes.places or changes.regions:
+        if (
+            changes.things
+            or changes.removed
+            or changes.avatars
+            or changes.places
+            or changes.regions
+        ):
             entities = sorted(
-                {*(f"thing:{i}" for i in (*changes.things, *changes.removed)),
-                 *(f"avatar:{a}" for a in changes.avatars),
-                 *(f"place:{p}" for p in changes.places),
-                 *(f"region:{region_key(*region_of(p))}" for p in changes.places),
-                 *(f"region:{region_key(*region_of(t.place))}" for t in changes.things.values() if t.place)}
+                {
+                    *(f"thing:{i}" for i in (*changes.things, *changes.removed)),
+                    *(f"avatar:{a}" for a in changes.avatars),
+                    *(f"place:{p}" for p in changes.places),
+                    *(f"region:{region_key(*region_of(p))}" for p in changes.places),
+                    *(
+                        f"region:{region_key(*region_of(t.place))}"
+                        for t in changes.things.values()
+                        if t.place
+                    ),
+                }
             )
             self.emit(
                 "state",
@@ -345,8 +396,14 @@ class World:
                 {
                     "things": [t.row() for t in sorted(changes.things.values(), key=_by_id)],
                     "removed": sorted(changes.removed),
-                    "avatars": [dataclasses.asdict(a) for a in sorted(changes.avatars.values(), key=lambda a: a.id)],
-                    "places": [dataclasses.asdict(p) for p in sorted(changes.places.values(), key=lambda p: p.id)],
+                    "avatars": [
+                        dataclasses.asdict(a)
+                        for a in sorted(changes.avatars.values(), key=lambda a: a.id)
+                    ],
+                    "places": [
+                        dataclasses.asdict(p)
+                        for p in sorted(changes.places.values(), key=lambda p: p.id)
+                    ],
                 },
             )
         self.backend.save(changes)
@@ -354,8 +411,22 @@ class World:
         return changes
 
     def state_hash(self) -> str:
-        """Canonical hash of everything stored (call after :meth:`commit`)."""
-        return canonical_hash(self.backend.dump())
+        """Canonical hash of the world's logical state (call after :meth:`commit`).
+
+        Every thing is settled to the current tick and hashed without the tick it was last
+        settled at: reads settle what they see but are not in the event log, so when a thing
+        was last settled is not part of the state, only what settling it now gives."""
+
+        def rows() -> Iterator[tuple[str, dict[str, Any]]]:
+            for table, row in self.backend.dump():
+                if table == "thing":
+                    thing = Thing.from_row(row)
+                    dynamics.settle(thing, self.rules, self.meta, self.meta.tick)
+                    row = thing.row()
+                    del row["tick"]
+                yield table, row
+
+        return canonical_hash(rows())
 
 
 def _by_id(thing: Thing) -> int:

@@ -47,7 +47,13 @@ PLACE_CONDITION = {
     "cool_and_place": dynamics.COLD,
     "pick_two_and_place": None,
 }
-_PLACE_KEYS = {"object": str, "receptacle": int, "receptacle_label": str, "place": str, "place_name": str}
+_PLACE_KEYS = {
+    "object": str,
+    "receptacle": int,
+    "receptacle_label": str,
+    "place": str,
+    "place_name": str,
+}
 # Parameter names and types per family; optional keys are listed in _OPTIONAL.
 PARAMS: dict[str, dict[str, type]] = {
     **{family: _PLACE_KEYS for family in PLACE_CONDITION},
@@ -119,14 +125,20 @@ def _check(family: object, params: dict[str, Any]) -> None:
     missing = sorted(set(required) - set(params))
     unknown = sorted(set(params) - set(required) - set(optional))
     if missing or unknown:
-        raise TaskError(f"{family}: expected params {sorted(required)}, missing {missing}, unknown {unknown}")
+        raise TaskError(
+            f"{family}: expected params {sorted(required)}, missing {missing}, unknown {unknown}"
+        )
     for name, value in params.items():
         kind = required.get(name) or optional[name]
         if type(value) is not kind or (kind is str and not value):
-            raise TaskError(f"{family}: expected {name} as a non-empty {kind.__name__}, got {value!r}")
+            raise TaskError(
+                f"{family}: expected {name} as a non-empty {kind.__name__}, got {value!r}"
+            )
     for name in ("units", "baseline"):
         if name in params and params[name] < (1 if name == "units" else 0):
-            raise TaskError(f"{family}: expected {name} >= {1 if name == 'units' else 0}, got {params[name]}")
+            raise TaskError(
+                f"{family}: expected {name} >= {1 if name == 'units' else 0}, got {params[name]}"
+            )
 
 
 def _a(word: str) -> str:
@@ -169,49 +181,12 @@ def describe(task: Task) -> str:
     return f"bring {_a(p['object'])} to {p['avatar_name']} and give it to them"
 
 
-# -- reading the world without changing it ----------------------------------------------------
-# World.things_at() settles lazy dynamics and records what changed; a goal check must not
-# do that, so these read what the transaction already holds, else what the backend stores.
-def peek_things_at(world: World, place_id: str) -> list[Thing]:
-    """Everything lying in a place, as it stands, without loading it into the transaction."""
-    loaded = world._things  # noqa: SLF001
-    if place_id in world._loaded_places:  # noqa: SLF001
-        found = {t.id: t for t in loaded.values() if t.place == place_id}
-    else:
-        removed = world._changes.removed  # noqa: SLF001
-        found = {}
-        for stored in world.backend.load_things_at(place_id):
-            thing = loaded.get(stored.id, stored)
-            if stored.id not in removed and thing.place == place_id:
-                found[thing.id] = thing
-        for thing in loaded.values():
-            if thing.place == place_id:
-                found[thing.id] = thing
-    return [found[i] for i in sorted(found)]
-
-
-def peek_inventory(world: World, avatar_id: str) -> list[Thing]:
-    """What an avatar holds, without loading it into the transaction."""
-    loaded = world._things  # noqa: SLF001
-    if avatar_id in world._loaded_inventories:  # noqa: SLF001
-        found = {t.id: t for t in loaded.values() if t.holder == avatar_id}
-    else:
-        removed = world._changes.removed  # noqa: SLF001
-        found = {}
-        for stored in world.backend.load_inventory(avatar_id):
-            thing = loaded.get(stored.id, stored)
-            if stored.id not in removed and thing.holder == avatar_id:
-                found[thing.id] = thing
-        for thing in loaded.values():
-            if thing.holder == avatar_id:
-                found[thing.id] = thing
-    return [found[i] for i in sorted(found)]
-
-
 def temperature(thing: Thing, tick: int) -> str:
     """The temperature a thing has at ``tick`` (what settling it then would give)."""
     temp = str(thing.attrs.get("temp", dynamics.ROOM))
-    if temp in (dynamics.HOT, dynamics.COLD) and tick >= int(cast(int, thing.attrs.get("temp_until", tick))):
+    if temp in (dynamics.HOT, dynamics.COLD) and tick >= int(
+        cast(int, thing.attrs.get("temp_until", tick))
+    ):
         return dynamics.ROOM
     return temp
 
@@ -241,7 +216,7 @@ def units(things: list[Thing], type_name: str) -> int:
 
 
 def contents(world: World, place_id: str, receptacle: int) -> list[Thing]:
-    return [t for t in peek_things_at(world, place_id) if t.container == receptacle]
+    return [t for t in world.peek_things_at(place_id) if t.container == receptacle]
 
 
 def _avatar(world: World, avatar_id: str) -> Avatar | None:
@@ -266,14 +241,14 @@ def _examined(world: World, task: Task, avatar_id: str) -> bool:
     avatar = _avatar(world, avatar_id)
     if avatar is None or avatar.place != p["place"]:
         return False
-    lamp = next((t for t in peek_things_at(world, p["place"]) if t.id == p["lamp"]), None)
-    held = peek_inventory(world, avatar_id)
+    lamp = next((t for t in world.peek_things_at(p["place"]) if t.id == p["lamp"]), None)
+    held = world.peek_inventory(avatar_id)
     return bool(lamp and lamp.attrs.get("on")) and any(t.type == p["object"] for t in held)
 
 
 def _crafted(world: World, task: Task, avatar_id: str) -> bool:
     p = task.params
-    return units(peek_inventory(world, avatar_id), p["item"]) > p["baseline"]
+    return units(world.peek_inventory(avatar_id), p["item"]) > p["baseline"]
 
 
 def _delivered(world: World, task: Task, avatar_id: str) -> bool:
@@ -284,7 +259,7 @@ def _delivered(world: World, task: Task, avatar_id: str) -> bool:
 
 def _given(world: World, task: Task, avatar_id: str) -> bool:
     p = task.params
-    return units(peek_inventory(world, p["avatar"]), p["object"]) > p["baseline"]
+    return units(world.peek_inventory(p["avatar"]), p["object"]) > p["baseline"]
 
 
 GOALS: dict[str, Callable[[World, Task, str], bool]] = {
@@ -309,8 +284,14 @@ TRIES = {"craft": 16}
 DEFAULT_TRIES = 6
 
 
-def instantiate(world: World, avatar_id: str, family: str, gen: np.random.Generator, *,
-                budget: int = DEFAULT_BUDGET) -> Task | None:
+def instantiate(
+    world: World,
+    avatar_id: str,
+    family: str,
+    gen: np.random.Generator,
+    *,
+    budget: int = DEFAULT_BUDGET,
+) -> Task | None:
     """A task of ``family`` for the avatar in the current state, or None if none is found.
 
     The task does not hold yet and the oracle has found a plan for it within ``budget``.
@@ -335,8 +316,14 @@ def instantiate(world: World, avatar_id: str, family: str, gen: np.random.Genera
     return None
 
 
-def sample_task(world: World, avatar_id: str, *, key: str, family: str | None = None,
-                budget: int = DEFAULT_BUDGET) -> Task:
+def sample_task(
+    world: World,
+    avatar_id: str,
+    *,
+    key: str,
+    family: str | None = None,
+    budget: int = DEFAULT_BUDGET,
+) -> Task:
     """A task for the avatar, a pure function of (world seed, tick, avatar, key) and the state.
 
     With ``family`` None, families are tried in a random order. Raises TaskError when no

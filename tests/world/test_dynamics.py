@@ -47,17 +47,17 @@ def test_food_in_a_fridge_spoils_slower(sim, rules: Rules) -> None:
     born = inside.tick
     assert sim.step("a", "open fridge 1").accepted
     assert sim.step("a", f"put {inside.label} in fridge 1").accepted
-    put = sim.tick
+    put = sim.tick - 1  # an action takes effect at the tick before the one its step reports
     sim.skip(1000)
     warm_before = (put - born) * APPLE_RATE
-    assert _fresh(sim, inside.id) == pytest.approx(100 - warm_before - 1000 * APPLE_RATE * factor, abs=1e-3)
+    assert _fresh(sim, inside.id) == pytest.approx(100 - warm_before - (sim.tick - put) * APPLE_RATE * factor, abs=1e-3)
     assert _fresh(sim, outside.id) == pytest.approx(100 - (sim.tick - born) * APPLE_RATE, abs=1e-3)
     # Taken out, it spoils at room speed again.
     assert sim.step("a", f"take {inside.label} from fridge 1").accepted
-    taken = sim.tick
+    taken = sim.tick - 1
     assert "chilled" not in sim.thing(inside.id).attrs
     sim.skip(100)
-    expected = 100 - warm_before - (taken - put) * APPLE_RATE * factor - 100 * APPLE_RATE
+    expected = 100 - warm_before - (taken - put) * APPLE_RATE * factor - (sim.tick - taken) * APPLE_RATE
     assert _fresh(sim, inside.id) == pytest.approx(expected, abs=1e-3)
 
 
@@ -75,8 +75,8 @@ def test_cooled_food_spoils_slower_until_it_warms_up(sim, rules: Rules) -> None:
 def test_temperature_reverts_after_temperature_ticks(sim, rules: Rules, verb: str, station: str, temp: str) -> None:
     apple = sim.spawn("apple", holder="a")
     assert sim.step("a", f"{verb} {apple.label} with {station}").accepted
-    done = sim.tick
-    sim.skip(rules.dynamics.temperature_ticks - 1)
+    done = sim.tick - 1  # an action takes effect at the tick before the one its step reports
+    sim.skip(done + rules.dynamics.temperature_ticks - 1 - sim.tick)
     assert sim.thing(apple.id).attrs["temp"] == temp
     sim.skip(1)
     assert sim.tick == done + rules.dynamics.temperature_ticks
@@ -123,7 +123,8 @@ def test_tool_wears_and_breaks(sim) -> None:
 
 def test_wear_per_use_is_versioned(sim) -> None:
     with sim.tx() as world:
-        world.publish_version(world.dynamics.replace(version=2, since_tick=world.tick + 1, wear_per_use=5))
+        # in force from now on: the next action is applied at the current tick
+        world.publish_version(world.dynamics.replace(version=2, since_tick=world.tick, wear_per_use=5))
     tree = sim.spawn("tree", stock=6.0)
     axe = sim.spawn("axe", holder="a", durability=12)
     assert sim.step("a", f"gather {tree.label} with {axe.label}").accepted

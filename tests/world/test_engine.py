@@ -303,7 +303,7 @@ def test_fishing_only_by_day(sim) -> None:
     day = sim.backend.meta.versions[0].day_length
     sim.skip(day // 2 - sim.tick % day)  # the first night tick of today ...
     rejected(sim, "a", f"gather {spot.label} with {rod.label}")  # ... is spent by this step
-    sim.skip(day - sim.tick % day - 1)  # the next step lands on dawn
+    sim.skip(day - sim.tick % day)  # the next step is applied at dawn
     accepted(sim, "a", f"gather {spot.label} with {rod.label}")
 
 
