@@ -37,42 +37,34 @@ class SqlBackend:
     Reads go through Core ``select()`` on the tables, not the ORM identity map, so a row
     written by :meth:`save` is never shadowed by a stale object earlier in the transaction.
 
-    ``MemoryBackend`` hands out its stored objects, so whatever a World does to a loaded
-    entity is stored, touched or not (``dynamics.settle`` moves ``Thing.tick`` forward without
-    touching the thing when no attribute changed). To store exactly the same state, this
-    backend remembers the image of every entity it handed out and also saves those whose
-    image changed.
+    Only what the World touched is saved. A read that settles a thing without changing an
+    attribute moves its ``tick`` in memory only; the state hash is over the settled logical
+    state, so that does not make this backend and ``MemoryBackend`` disagree.
     """
 
     def __init__(self, session: Session, meta: dict[str, Any] | None = None) -> None:
         self.session = session
         self._meta_row = dict(meta) if meta is not None else None
-        self._things: dict[int, tuple[Thing, dict[str, Any]]] = {}
-        self._avatars: dict[str, tuple[Avatar, dict[str, Any]]] = {}
-        self._places: dict[str, tuple[Place, dict[str, Any]]] = {}
+        self._things: dict[int, Thing] = {}
+        self._avatars: dict[str, Avatar] = {}
+        self._places: dict[str, Place] = {}
 
     # Like MemoryBackend, hand out one object per entity for the backend's lifetime: a World
     # and a peek at the same thing (tasks.peek_things_at) then see the same object.
     def _hand_thing(self, row: Any) -> Thing:
-        if row["id"] in self._things:
-            return self._things[row["id"]][0]
-        thing = _thing(row)
-        self._things[thing.id] = (thing, thing.row())
-        return thing
+        if row["id"] not in self._things:
+            self._things[row["id"]] = _thing(row)
+        return self._things[row["id"]]
 
     def _hand_avatar(self, row: Any) -> Avatar:
-        if row["id"] in self._avatars:
-            return self._avatars[row["id"]][0]
-        avatar = _avatar(row)
-        self._avatars[avatar.id] = (avatar, dataclasses.asdict(avatar))
-        return avatar
+        if row["id"] not in self._avatars:
+            self._avatars[row["id"]] = _avatar(row)
+        return self._avatars[row["id"]]
 
     def _hand_place(self, row: Any) -> Place:
-        if row["id"] in self._places:
-            return self._places[row["id"]][0]
-        place = _place(row)
-        self._places[place.id] = (place, dataclasses.asdict(place))
-        return place
+        if row["id"] not in self._places:
+            self._places[row["id"]] = _place(row)
+        return self._places[row["id"]]
 
     # -- loading ---------------------------------------------------------------------------
     def _rows(self, model: type, *columns: str, **values: Any) -> list[Any]:
@@ -125,9 +117,11 @@ class SqlBackend:
         """Write one transaction's changes with Core statements (upserts, one delete, the
         world row, the events and their entity index)."""
         s = self.session.connection()  # Core on the connection: no ORM layer per statement
-        things = self._changed(self._things, changes.things, lambda t: t.row(), changes.removed)
-        avatars = self._changed(self._avatars, changes.avatars, dataclasses.asdict)
-        places = self._changed(self._places, changes.places, dataclasses.asdict)
+        things = list(changes.things.values())
+        avatars = list(changes.avatars.values())
+        places = list(changes.places.values())
+        for thing_id in changes.removed:
+            self._things.pop(thing_id, None)
         if changes.regions:
             s.execute(
                 _upsert(s, RegionRow, ["rx", "ry"]),
@@ -151,25 +145,6 @@ class SqlBackend:
             values.update(append_events(self.session, row, changes.events))
         s.execute(_META_UPDATE, values)
         row.update(values)
-
-    @staticmethod
-    def _changed(
-        handed: dict[Any, tuple[Any, dict[str, Any]]],
-        touched: dict[Any, Any],
-        image: Any,
-        removed: set[int] | None = None,
-    ) -> list[Any]:
-        """Touched entities plus handed-out ones whose image changed; remembers the new
-        images so that a later save in the same session compares against what is stored."""
-        out = dict(touched)
-        for key, (entity, before) in list(handed.items()):
-            if removed is not None and key in removed:
-                del handed[key]
-            elif key not in out and image(entity) != before:
-                out[key] = entity
-        for key, entity in out.items():
-            handed[key] = (entity, image(entity))
-        return list(out.values())
 
     # -- dumping ---------------------------------------------------------------------------
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
