@@ -50,6 +50,7 @@ class View:
         self.things = world.things_at(avatar.place)
         self.held = world.inventory(avatar.id)
         self.others = [a for a in world.avatars_at(avatar.place) if a.id != avatar.id]
+        self._indexes: dict[int, tuple[list[Thing], dict[str, Thing]]] = {}  # by id(pool)
         by_id = {t.id: t for t in self.things}
         self.receptacles = [t for t in self.things if t.kind == "receptacle"]
         self.resources = [t for t in self.things if t.kind == "resource"]
@@ -57,12 +58,18 @@ class View:
             t for t in self.things
             if t.kind == "object" and t.container is not None and _is_reachable(by_id[t.container])
         ]  # fmt: skip
+        self.examinable = self.receptacles + self.resources + self.visible + self.held
 
     def find(self, label: str | None, pool: list[Thing]) -> Thing:
-        for thing in pool:
-            if thing.label == label:
-                return thing
-        raise Rejected(f"no {label!r} here")
+        # Admissible-action checks call this hundreds of times per step: index each pool once.
+        # The cache holds the pool itself, so its id cannot be reused while this view lives.
+        cached = self._indexes.get(id(pool))
+        if cached is None:
+            cached = self._indexes[id(pool)] = (pool, {t.label: t for t in reversed(pool)})
+        thing = cached[1].get(label or "")
+        if thing is None:
+            raise Rejected(f"no {label!r} here")
+        return thing
 
     def contents(self, receptacle: Thing) -> list[Thing]:
         return [t for t in self.things if t.container == receptacle.id]
@@ -301,7 +308,7 @@ def _use(view: View, action: Action, apply: bool) -> str:
 
 
 def _examine(view: View, action: Action, apply: bool) -> str:
-    pool = view.receptacles + view.resources + view.visible + view.held
+    pool = view.examinable
     return _describe_thing(view, view.find(action.obj, pool))
 
 
@@ -464,9 +471,11 @@ def candidates(view: View) -> Iterator[Action]:
     for resource in view.resources:
         for tool in view.held:
             yield Action("gather", resource.label, tool.label)
+    held_types = {t.type for t in view.held}
     for output in sorted(view.rules.recipes):
-        yield Action("craft", output)
-    for t in view.receptacles + view.resources + view.visible + view.held:
+        if held_types.issuperset(view.rules.recipes[output].inputs):
+            yield Action("craft", output)
+    for t in view.examinable:
         yield Action("examine", t.label)
     yield Action("wait")
 
