@@ -1,0 +1,104 @@
+"""The trainer's one configuration: every knob of a run, stored with the versions it produces."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+MODES = ("outcome_only", "integrated_frozen_rm", "integrated_rm")
+"""The ablation rows of RLAnything's table, in order:
+
+- ``outcome_only``: R_i = O, the reward model is neither waited for nor trained;
+- ``integrated_frozen_rm``: R_i = O + (λ/m)·Σ_j S_ij, the reward model stays as it is;
+- ``integrated_rm``: integrated feedback, and the reward model learns from consistency rewards.
+"""
+GROUP_KEYS = ("task", "family")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How the continual trainer learns. Defaults follow design §7 (RLAnything)."""
+
+    # -- what is learned ---------------------------------------------------------------------
+    mode: str = "integrated_rm"  # one of MODES
+    lam: float = 1.0  # λ: weight of the reward model's mean vote in the step reward
+    votes: int = 3  # m: judgments per step the trainer waits for (first m by vote number)
+    # -- grouping and filters (design §7) ----------------------------------------------------
+    group_by: str = "task"  # rollouts are grouped by (task id | family, policy version)
+    min_group_size: int = 2  # a group with fewer rollouts gives no advantage and is dropped
+    group_size: int = 4  # a group this big is trained on at once; smaller ones wait
+    max_staleness: int = 2  # a waiting group whose version is this many versions old is flushed
+    accuracy_window: tuple[float, float] = (0.2, 0.8)  # tasks whose votes train the reward model
+    include_abandoned: bool = False  # abandons come from outside the policy (shutdown, idle)
+    judgment_wait_s: float = 120.0  # an episode still short of m votes per step then is dropped
+    # -- the loss (agents/train/loss.py) -----------------------------------------------------
+    clip_eps: float = 0.2  # PPO ε: the token ratio new/rollout is clipped to [1-ε, 1+ε]
+    kl_beta: float = 0.01  # β of the k3 KL estimate to the rollout policy's log-probs
+    unparseable_vote_reward: float = -2.0  # consistency reward of a vote that did not parse
+    max_prompt_tokens: int = 2048  # longer prompts keep their end (actions and the question)
+    # -- optimisation ------------------------------------------------------------------------
+    lr: float = 1e-4  # AdamW learning rate of the policy (tiny models want more than 1e-6)
+    reward_lr: float = 1e-4  # AdamW learning rate of the reward model
+    weight_decay: float = 0.01  # AdamW weight decay
+    grad_clip: float = 1.0  # max global gradient norm
+    batch_size: int = 32  # samples per optimiser step
+    micro_batch_size: int = 8  # samples per forward/backward pass (gradient accumulation)
+    ppo_epochs: int = 1  # passes over an update's samples
+    min_samples: int = 8  # an update waits until this many policy samples are ready
+    # -- warm start (behaviour cloning on oracle-played steps, policy_version "expert") -------
+    warm_start_steps: int = 0  # optimiser steps of cross-entropy before RL (0: none)
+    warm_start_episodes: int = 200  # at most this many expert episodes are read for it
+    # -- versions and the loop ---------------------------------------------------------------
+    keep_last: int = 3  # checkpoints kept on disk per kind (the registered ones named there)
+    poll_s: float = 2.0  # wait between looks for newly ended episodes
+    max_backoff_s: float = 30.0  # longest wait between attempts while the server is away
+    seed: int = 0
+    device: str | None = None  # "cpu", "cuda", or None: cuda when available
+    # -- LoRA (peft, GPU, large models; imported only when asked for) -------------------------
+    lora: bool = False
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_targets: tuple[str, ...] = field(
+        default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    )
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"expected mode in {MODES}, got {self.mode!r}")
+        if self.group_by not in GROUP_KEYS:
+            raise ValueError(f"expected group_by in {GROUP_KEYS}, got {self.group_by!r}")
+        low, high = self.accuracy_window
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"expected 0 <= low <= high <= 1, got {self.accuracy_window}")
+        if self.votes < 1 or self.min_group_size < 2 or self.group_size < self.min_group_size:
+            raise ValueError(
+                "expected votes >= 1 and 2 <= min_group_size <= group_size, got "
+                f"{self.votes}, {self.min_group_size}, {self.group_size}"
+            )
+        if self.micro_batch_size < 1 or self.batch_size < self.micro_batch_size:
+            raise ValueError(
+                f"expected 1 <= micro_batch_size <= batch_size, got "
+                f"{self.micro_batch_size}, {self.batch_size}"
+            )
+
+    @property
+    def uses_votes(self) -> bool:
+        return self.mode != "outcome_only"
+
+    @property
+    def trains_reward_model(self) -> bool:
+        return self.mode == "integrated_rm"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> TrainConfig:
+        """The inverse of :meth:`to_json`; unknown keys (from newer versions) are ignored."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in body.items() if k in known}
+        for name in ("accuracy_window", "lora_targets"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)

@@ -1,0 +1,251 @@
+"""One model under training (the policy or the reward model): weights, optimiser, updates.
+
+A :class:`Learner` turns samples (prompt, completion, advantage, the version that produced the
+completion) into optimiser steps. Before an update it computes the rollout policy's log-probs
+once, without gradients, from the very version that produced each sample: the current weights
+when that is the version in training, else that version's checkpoint (kept on disk, last K).
+A sample whose version is no longer on disk is scored with the current weights and counted.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agents.models.tiny import load_model
+from agents.train.config import TrainConfig
+from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
+
+log = logging.getLogger("bigworld.train")
+
+
+@dataclass(frozen=True)
+class Sample:
+    prompt: str
+    completion: str
+    advantage: float = 0.0  # ignored by behaviour cloning
+    version: str = ""  # the model version that produced ``completion``
+
+
+@dataclass
+class UpdateStats:
+    samples: int = 0
+    tokens: int = 0
+    loss: float = 0.0
+    policy: float = 0.0
+    kl: float = 0.0
+    clip_fraction: float = 0.0
+    grad_norm: float = 0.0
+    optimizer_steps: int = 0
+    fallbacks: int = 0  # samples scored with current weights: their version was not on disk
+
+    def as_metrics(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}{k}": float(v) for k, v in vars(self).items()}
+
+
+def pick_device(device: str | None) -> str:
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Learner:
+    """Weights and AdamW state of one model, trained with PPO-clip or cross-entropy.
+
+    ``resolve(version)`` gives the checkpoint directory of a version (None when unknown)."""
+
+    def __init__(
+        self,
+        path: Path,
+        config: TrainConfig,
+        *,
+        lr: float,
+        version: str,
+        resolve: Callable[[str], Path | None],
+    ) -> None:
+        self.config, self.version, self.resolve = config, version, resolve
+        self.device = pick_device(config.device)
+        self.model, self.tokenizer = load_model(path, self.device)
+        if config.lora:
+            self.model = _with_lora(self.model, config)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=config.weight_decay)
+        self._snapshot: tuple[str, Any] | None = None  # (version, model): one cached old version
+
+    # -- persistence -------------------------------------------------------------------------
+    def publishable(self) -> Any:
+        """The model to save: LoRA adapters merged into a copy, the model itself otherwise."""
+        if self.config.lora:
+            return copy.deepcopy(self.model).merge_and_unload()
+        return self.model
+
+    def save_optimizer(self, path: Path) -> None:
+        torch.save(self.optimizer.state_dict(), path)
+
+    def load_optimizer(self, path: Path) -> None:
+        if path.exists():
+            self.optimizer.load_state_dict(torch.load(path, map_location=self.device))
+
+    # -- log-probs ---------------------------------------------------------------------------
+    def encode(self, samples: Sequence[Sample]) -> list[Encoded]:
+        return [
+            encode(self.tokenizer, s.prompt, s.completion, self.config.max_prompt_tokens)
+            for s in samples
+        ]
+
+    def _behaviour_model(self, version: str) -> Any | None:
+        """The weights that produced ``version``'s samples, or None when they are gone."""
+        if version == self.version:
+            return self.model
+        if self._snapshot is not None and self._snapshot[0] == version:
+            return self._snapshot[1]
+        path = self.resolve(version)
+        if path is None or not Path(path).exists():
+            return None
+        model, _ = load_model(Path(path), self.device)
+        self._snapshot = (version, model)
+        return model
+
+    @torch.no_grad()
+    def rollout_logprobs(
+        self, chunks: list[list[int]], encoded: list[Encoded], samples: Sequence[Sample]
+    ) -> tuple[list[Tensor], int]:
+        """Per chunk (a list of sample indices), the rollout versions' token log-probs
+        (B, T-1), and how many samples fell back to the current weights."""
+        self.model.eval()
+        out, fallbacks = [], 0
+        for chunk in chunks:
+            batch = collate([encoded[i] for i in chunk], self.tokenizer.pad_token_id, self.device)
+            rows: Tensor | None = None
+            for version in sorted({samples[i].version for i in chunk}):
+                model = self._behaviour_model(version)
+                if model is None:
+                    model = self.model
+                    fallbacks += sum(samples[i].version == version for i in chunk)
+                mine = torch.tensor(
+                    [samples[i].version == version for i in chunk], device=self.device
+                )
+                logp = token_logprobs(model, batch)  # (B, T-1)
+                rows = logp if rows is None else torch.where(mine[:, None], logp, rows)
+            assert rows is not None
+            out.append(rows)
+        return out, fallbacks
+
+    # -- updates -----------------------------------------------------------------------------
+    def _chunks(self, samples: Sequence[Sample]) -> list[list[int]]:
+        """Micro-batches of sample indices; sorted by version so most score with one model."""
+        order = sorted(range(len(samples)), key=lambda i: (samples[i].version, i))
+        size = self.config.micro_batch_size
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def _optimise(
+        self, chunks: list[list[int]], step_loss: Callable[[int, list[int]], Any]
+    ) -> UpdateStats:
+        """Run the epochs: accumulate micro-batch losses into optimiser steps of ``batch_size``."""
+        cfg, stats = self.config, UpdateStats()
+        per_step = max(1, cfg.batch_size // cfg.micro_batch_size)
+        rng = random.Random(cfg.seed + len(chunks))
+        self.model.train()
+        totals = {"loss": 0.0, "policy": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+        passes = 0
+        for _ in range(cfg.ppo_epochs):
+            order = list(range(len(chunks)))
+            rng.shuffle(order)
+            for start in range(0, len(order), per_step):
+                group = order[start : start + per_step]
+                weight_total = sum(len(chunks[c]) for c in group)
+                self.optimizer.zero_grad(set_to_none=True)
+                for c in group:
+                    parts, tokens = step_loss(c, chunks[c])
+                    (parts["loss"] * len(chunks[c]) / weight_total).backward()
+                    for k in totals:
+                        value = parts[k]
+                        value = value.detach() if isinstance(value, Tensor) else value
+                        totals[k] += float(value) * len(chunks[c])
+                    stats.tokens += tokens
+                    passes += len(chunks[c])
+                norm = torch.nn.utils.clip_grad_norm_(
+                    [p for p in self.model.parameters() if p.requires_grad], cfg.grad_clip
+                )
+                self.optimizer.step()
+                stats.optimizer_steps += 1
+                stats.grad_norm = max(stats.grad_norm, float(norm))
+        self.model.eval()
+        for k, v in totals.items():
+            setattr(stats, k, v / max(1, passes))
+        stats.samples = sum(len(c) for c in chunks)
+        return stats
+
+    def ppo_update(self, samples: Sequence[Sample]) -> UpdateStats:
+        """PPO-clip + β·k3 KL over ``samples`` (advantages already standardised)."""
+        if not samples:
+            return UpdateStats()
+        encoded = self.encode(samples)
+        chunks = self._chunks(samples)
+        old, fallbacks = self.rollout_logprobs(chunks, encoded, samples)
+        pad = self.tokenizer.pad_token_id
+
+        def step_loss(c: int, chunk: list[int]) -> tuple[dict[str, Any], int]:
+            batch = collate([encoded[i] for i in chunk], pad, self.device)
+            new = token_logprobs(self.model, batch)  # (B, T-1)
+            adv = torch.tensor([samples[i].advantage for i in chunk], device=self.device)  # (B,)
+            parts = ppo_loss(
+                new,
+                old[c],
+                adv,
+                batch.targets_mask,
+                eps=self.config.clip_eps,
+                beta=self.config.kl_beta,
+            )
+            return {
+                "loss": parts.loss,
+                "policy": parts.policy,
+                "kl": parts.kl,
+                "clip_fraction": parts.clip_fraction,
+            }, int(batch.targets_mask.sum())
+
+        stats = self._optimise(chunks, step_loss)
+        stats.fallbacks = fallbacks
+        return stats
+
+    def bc_update(self, samples: Sequence[Sample]) -> UpdateStats:
+        """Cross-entropy on each sample's completion (behaviour cloning)."""
+        if not samples:
+            return UpdateStats()
+        encoded = self.encode(samples)
+        chunks = [
+            list(range(i, min(i + self.config.micro_batch_size, len(samples))))
+            for i in range(0, len(samples), self.config.micro_batch_size)
+        ]
+        pad = self.tokenizer.pad_token_id
+
+        def step_loss(c: int, chunk: list[int]) -> tuple[dict[str, Any], int]:
+            batch = collate([encoded[i] for i in chunk], pad, self.device)
+            loss = cross_entropy(token_logprobs(self.model, batch), batch.targets_mask)
+            zero = 0.0
+            return {"loss": loss, "policy": float(loss), "kl": zero, "clip_fraction": zero}, int(
+                batch.targets_mask.sum()
+            )
+
+        return self._optimise(chunks, step_loss)
+
+
+def _with_lora(model: Any, config: TrainConfig) -> Any:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:  # optional: large models on a GPU only
+        raise RuntimeError("--lora needs the peft package (pip install peft)") from exc
+    lora = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.lora_targets),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)

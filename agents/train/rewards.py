@@ -1,0 +1,187 @@
+"""Rewards and advantages of RLAnything's loop (design §7), as pure functions over numbers.
+
+Policy: step i of a rollout with outcome O ∈ {−1, +1} and votes S_ij ∈ {−1, 0, +1} (0: the
+reward model's answer did not parse) earns ``R_i = O + (λ/m)·Σ_j S_ij`` (outcome-only: R_i = O).
+Rollouts are grouped by (task, policy version); R is standardised at each step index across the
+group's rollouts that reached it. Groups too small to compare, groups whose rollouts all
+succeeded or all failed, and samples whose advantage is zero are dropped.
+
+Reward model: vote j on step i earns ``R_i·S_ij`` (an unparseable vote earns −2), standardised
+among the m votes of that step; only groups whose accuracy lies in the window contribute.
+
+Standardising uses the population standard deviation (divide by n); a set of values whose
+deviation is below :data:`EPS` standardises to zeros (no signal, so nothing to learn).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One finished episode as the trainer sees it, reduced to numbers.
+
+    ``votes[i]`` holds the m votes on step i+1 (empty when votes are not used)."""
+
+    episode_id: int
+    task_id: str
+    family: str
+    policy_version: str
+    outcome: int  # +1 success, −1 failure
+    steps: int
+    votes: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def success(self) -> bool:
+        return self.outcome > 0
+
+
+@dataclass(frozen=True)
+class Advantage:
+    """The advantage of the policy's answer at ``step`` (1-based) of an episode."""
+
+    episode_id: int
+    step: int
+    reward: float  # R_i before standardising
+    advantage: float
+
+
+@dataclass(frozen=True)
+class VoteAdvantage:
+    """The advantage of the reward model's vote number ``vote`` (0-based) on a step."""
+
+    episode_id: int
+    step: int
+    vote: int
+    reward: float  # R_i·S_ij, or the unparseable reward
+    advantage: float
+
+
+@dataclass
+class Tally:
+    """What the filters kept and dropped, for the trainer's figures."""
+
+    groups: int = 0  # groups that gave samples
+    small_groups: int = 0  # fewer rollouts than the minimum
+    uniform_groups: int = 0  # all succeeded or all failed (policy)
+    outside_window: int = 0  # accuracy outside the window (reward model)
+    zero_samples: int = 0  # advantage zero
+    samples: int = 0
+    accuracies: list[float] = field(default_factory=list)
+
+
+def standardise(values: Sequence[float]) -> list[float]:
+    """(x − mean) / std with the population std; all zeros when the values barely differ."""
+    n = len(values)
+    if n == 0:
+        return []
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+    if std < EPS:
+        return [0.0] * n
+    return [(v - mean) / std for v in values]
+
+
+def step_rewards(rollout: Rollout, *, lam: float, m: int, integrated: bool) -> list[float]:
+    """R_i for every step of ``rollout``: ``O + (λ/m)·Σ_j S_ij``, or ``O`` when not integrated.
+
+    Only the first m votes of a step count; an unparseable vote (0) adds nothing."""
+    if not integrated:
+        return [float(rollout.outcome)] * rollout.steps
+    if len(rollout.votes) != rollout.steps:
+        raise ValueError(
+            f"expected votes for {rollout.steps} steps of episode {rollout.episode_id}, "
+            f"got {len(rollout.votes)}"
+        )
+    return [rollout.outcome + lam / m * sum(votes[:m]) for votes in rollout.votes]
+
+
+def consistency_rewards(
+    step_reward: float, votes: Sequence[int], unparseable: float = -2.0
+) -> list[float]:
+    """Each vote's reward ``R_i·S_ij``; a vote that did not parse (0) earns ``unparseable``."""
+    return [step_reward * s if s != 0 else unparseable for s in votes]
+
+
+def group_rollouts(
+    rollouts: Iterable[Rollout], by: str = "task"
+) -> dict[tuple[str, str], list[Rollout]]:
+    """Rollouts keyed by (task id or family, policy version), in the order they came."""
+    groups: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
+    for r in rollouts:
+        groups[(r.task_id if by == "task" else r.family, r.policy_version)].append(r)
+    return dict(groups)
+
+
+def policy_advantages(
+    rollouts: Iterable[Rollout],
+    *,
+    lam: float = 1.0,
+    m: int = 3,
+    integrated: bool = True,
+    by: str = "task",
+    min_group_size: int = 2,
+) -> tuple[list[Advantage], Tally]:
+    """Step-index standardised advantages of the policy's answers, after the filters."""
+    out: list[Advantage] = []
+    tally = Tally()
+    for group in group_rollouts(rollouts, by).values():
+        if len(group) < min_group_size:
+            tally.small_groups += 1
+            continue
+        wins = sum(r.success for r in group)
+        if wins in (0, len(group)):
+            tally.uniform_groups += 1
+            continue
+        tally.groups += 1
+        tally.accuracies.append(wins / len(group))
+        rewards = [step_rewards(r, lam=lam, m=m, integrated=integrated) for r in group]
+        for i in range(max(len(rs) for rs in rewards)):
+            reached = [(r, rs[i]) for r, rs in zip(group, rewards, strict=True) if i < len(rs)]
+            for (r, reward), adv in zip(reached, standardise([x for _, x in reached]), strict=True):
+                if abs(adv) < EPS:
+                    tally.zero_samples += 1
+                    continue
+                out.append(Advantage(r.episode_id, i + 1, reward, adv))
+    tally.samples = len(out)
+    return out, tally
+
+
+def reward_model_advantages(
+    rollouts: Iterable[Rollout],
+    *,
+    lam: float = 1.0,
+    m: int = 3,
+    by: str = "task",
+    window: tuple[float, float] = (0.2, 0.8),
+    unparseable: float = -2.0,
+) -> tuple[list[VoteAdvantage], Tally]:
+    """Advantages of the reward model's votes, standardised among the m votes of each step,
+    from groups whose accuracy (share of successful rollouts) lies in ``window``."""
+    out: list[VoteAdvantage] = []
+    tally = Tally()
+    low, high = window
+    for group in group_rollouts(rollouts, by).values():
+        accuracy = sum(r.success for r in group) / len(group)
+        if not low <= accuracy <= high:
+            tally.outside_window += 1
+            continue
+        tally.groups += 1
+        tally.accuracies.append(accuracy)
+        for r in group:
+            rewards = step_rewards(r, lam=lam, m=m, integrated=True)
+            for i, (reward, votes) in enumerate(zip(rewards, r.votes, strict=True)):
+                earned = consistency_rewards(reward, votes[:m], unparseable)
+                for j, (x, adv) in enumerate(zip(earned, standardise(earned), strict=True)):
+                    if abs(adv) < EPS:
+                        tally.zero_samples += 1
+                        continue
+                    out.append(VoteAdvantage(r.episode_id, i + 1, j, x, adv))
+    tally.samples = len(out)
+    return out, tally

@@ -1,0 +1,401 @@
+"""The continual trainer: follows the world's history and publishes better models, forever.
+
+One iteration: read newly ended episodes (cursor over ``episode_ended`` events), keep those
+whose steps carry their m judgments, group them by (task, policy version), and once enough
+samples have an advantage: update the policy (PPO-clip + k3 KL), in ``integrated_rm`` mode the
+reward model too (consistency rewards), save a checkpoint per model, register it with
+``POST /v1/policies`` (running agents poll the latest version and reload it in place), keep the
+last K on disk and persist the cursor. A restarted trainer resumes from ``state.json`` and the
+latest checkpoints; while the server is away every call is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from agents.errors import NotFoundError, ServerError, UnreachableError
+from agents.train import checkpoints as ckpt
+from agents.train.config import TrainConfig
+from agents.train.data import SCRIPTED_VERSIONS, Episode, EpisodeFeed, expert_steps
+from agents.train.learner import Learner, Sample, UpdateStats
+from agents.train.rewards import group_rollouts, policy_advantages, reward_model_advantages
+
+log = logging.getLogger("bigworld.train")
+INITIAL = "init"  # the version name agents report before they first reload
+
+
+class TrainerClient(Protocol):
+    """What the trainer needs from :class:`agents.client.BigWorldClient`."""
+
+    def events(
+        self, *, page_size: int | None = None, **filters: Any
+    ) -> Iterator[dict[str, Any]]: ...
+
+    def episode(self, episode_id: int | str) -> dict[str, Any]: ...
+
+    def episodes(
+        self, *, page_size: int | None = None, **filters: Any
+    ) -> Iterator[dict[str, Any]]: ...
+
+    def register_policy(self, **fields: Any) -> dict[str, Any]: ...
+
+    def policies(
+        self, *, page_size: int | None = None, **filters: Any
+    ) -> Iterator[dict[str, Any]]: ...
+
+
+class Trainer:
+    """Trains ``policy_dir`` (and ``reward_dir``) from the history behind ``client``, writing
+    checkpoints and state into ``out``."""
+
+    def __init__(
+        self,
+        client: TrainerClient,
+        config: TrainConfig,
+        *,
+        policy_dir: Path,
+        reward_dir: Path | None,
+        out: Path,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if config.trains_reward_model and reward_dir is None:
+            raise ValueError("mode integrated_rm trains the reward model: expected a reward_dir")
+        self.client, self.config, self.out, self.clock = client, config, Path(out), clock
+        self.initial = {"policy": Path(policy_dir), "reward": reward_dir}
+        self.stop = threading.Event()
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(config.seed)
+        state = ckpt.load_state(self.out)
+        self.resumed = state is not None
+        self.state = state or ckpt.TrainerState()
+        self.paths: dict[str, dict[str, Path]] = {"policy": {}, "reward": {}}
+        self.kinds = ("policy", "reward") if config.trains_reward_model else ("policy",)
+        self.feed = EpisodeFeed(
+            client,
+            votes=config.votes,
+            use_votes=config.uses_votes,
+            include_abandoned=config.include_abandoned,
+            wait_s=config.judgment_wait_s,
+            now=clock,
+            cursor=self.state.cursor,
+            pending=self.state.pending,
+        )
+        self.waiting: dict[int, Episode] = {}
+        for episode_id in self.state.waiting:  # ready before a restart: read them again
+            self.feed.pending.setdefault(episode_id, clock())
+        self.learners: dict[str, Learner] = {}
+        for kind in self.kinds:
+            self.learners[kind] = self._learner(kind)
+        self.history: list[dict[str, float]] = []  # figures of each update, in order
+
+    # -- versions ----------------------------------------------------------------------------
+    def _learner(self, kind: str) -> Learner:
+        lr = self.config.lr if kind == "policy" else self.config.reward_lr
+        latest = self.state.latest.get(kind)
+        initial = self.initial[kind]
+        assert initial is not None
+        path = Path(latest.path) if latest else initial
+        learner = Learner(
+            path, self.config, lr=lr, version=INITIAL, resolve=lambda v, k=kind: self._resolve(k, v)
+        )
+        learner.load_optimizer(self.out / f"optimizer-{kind}.pt")
+        if latest is None:  # a fresh run: the starting weights become the first version
+            self.state.latest[kind] = ckpt.Version(None, str(initial.resolve()))
+        self._publish(kind)
+        learner.version = str(self.state.latest[kind].version)
+        return learner
+
+    def _publish(self, kind: str, metrics: dict[str, float] | None = None) -> None:
+        """Register the latest checkpoint of ``kind`` unless it already has a version."""
+        latest = self.state.latest[kind]
+        if latest.version is None:
+            record = self._register(kind, latest.path, latest.parent, metrics or {})
+            latest.version = str(record["version"])
+            self.state.first.setdefault(kind, latest.version)
+            if Path(latest.path).parent == self.out.resolve():  # ours, not the starting dir
+                ckpt.annotate(Path(latest.path), version=latest.version, parent=latest.parent)
+            ckpt.save_state(self.out, self._state())
+        self.paths[kind][latest.version] = Path(latest.path)
+
+    def _register(self, kind: str, path: str, parent: str | None, metrics: dict) -> dict:
+        """POST /v1/policies once: after a lost answer, look the path up before resending."""
+        body = {
+            "kind": kind,
+            "path": path,
+            "parent": int(parent) if parent and parent.isdigit() else None,
+            "config": self.config.to_json(),
+            "metrics": metrics,
+        }
+        while True:
+            try:
+                return self._patiently(lambda: self.client.register_policy(**body))
+            except UnreachableError:
+                found = self._patiently(lambda: self._registered(kind, path))
+                if found is not None:
+                    return found
+
+    def _registered(self, kind: str, path: str) -> dict | None:
+        for record in self.client.policies(kind=kind):
+            if record.get("path") == path:
+                return record
+        return None
+
+    def _resolve(self, kind: str, version: str) -> Path | None:
+        """The checkpoint directory of a version: ours, the starting one, or the registry's."""
+        if version == INITIAL:
+            return self.initial[kind]
+        if version not in self.paths[kind]:
+            try:
+                for record in self._patiently(lambda: list(self.client.policies(kind=kind))):
+                    self.paths[kind].setdefault(str(record["version"]), Path(record["path"]))
+            except NotFoundError:
+                return None
+        return self.paths[kind].get(version)
+
+    def _canonical(self, kind: str, version: str) -> str:
+        """Agents report ``init`` until their first reload: the version the start became."""
+        return self.state.first.get(kind, version) if version == INITIAL else version
+
+    def _age(self, version: str) -> int:
+        """How many versions behind the policy in training a rollout's version is."""
+        current = self.learners["policy"].version
+        version = self._canonical("policy", version)
+        if not version.isdigit() or not current.isdigit():
+            return 0 if version == current else 1 << 30
+        return int(current) - int(version)
+
+    # -- resilience --------------------------------------------------------------------------
+    def _patiently(self, call: Callable[[], Any]) -> Any:
+        delay = 0.5
+        while True:
+            try:
+                return call()
+            except (UnreachableError, ServerError) as exc:
+                if self.stop.is_set():
+                    raise
+                log.warning("server unavailable (%s); retrying in %.1fs", exc, delay)
+                self.stop.wait(delay)
+                delay = min(self.config.max_backoff_s, delay * 2)
+
+    def _state(self) -> ckpt.TrainerState:
+        self.state.cursor = self.feed.cursor
+        self.state.pending = dict(self.feed.pending)
+        self.state.waiting = sorted(self.waiting)
+        return self.state
+
+    # -- one iteration -----------------------------------------------------------------------
+    def collect(self) -> int:
+        """Read what ended since the cursor; returns how many episodes became ready."""
+        self._patiently(self.feed.follow)
+        ready = self._patiently(self.feed.ready)
+        for episode in ready:
+            if episode.rollout.policy_version in SCRIPTED_VERSIONS:
+                self.feed.dropped += 1  # no model produced it: nothing to take a ratio against
+                continue
+            self.waiting[episode.rollout.episode_id] = episode
+        return len(ready)
+
+    def _due(self) -> tuple[list[Episode], int]:
+        """Episodes of groups ready to learn from (consumed), after dropping dead groups."""
+        cfg = self.config
+        groups = group_rollouts((e.rollout for e in self.waiting.values()), cfg.group_by)
+        use, dead = [], 0
+        for group in groups.values():
+            wins = sum(r.success for r in group)
+            uniform = wins in (0, len(group))
+            stale = self._age(group[0].policy_version) > cfg.max_staleness
+            if stale or (uniform and len(group) >= cfg.group_size):
+                dead += len(group)
+                for r in group:
+                    del self.waiting[r.episode_id]
+            elif len(group) >= cfg.min_group_size and not uniform:
+                use.extend(self.waiting[r.episode_id] for r in group)
+        return use, dead
+
+    def update(self) -> dict[str, float] | None:
+        """Train on the due groups if they give enough samples; returns the figures or None."""
+        cfg = self.config
+        episodes, dead = self._due()
+        self.feed.dropped += dead
+        by_id = {e.rollout.episode_id: e for e in episodes}
+        rollouts = [e.rollout for e in episodes]
+        advantages, tally = policy_advantages(
+            rollouts,
+            lam=cfg.lam,
+            m=cfg.votes,
+            integrated=cfg.uses_votes,
+            by=cfg.group_by,
+            min_group_size=cfg.min_group_size,
+        )
+        if len(advantages) < cfg.min_samples:
+            return None
+        started = time.perf_counter()
+        samples = [
+            Sample(s.prompt, s.completion, a.advantage, self._canonical("policy", s.policy_version))
+            for a in advantages
+            for s in [by_id[a.episode_id].steps[a.step - 1]]
+        ]
+        stats = {"policy": self.learners["policy"].ppo_update(samples)}
+        if cfg.trains_reward_model:
+            votes, rm_tally = reward_model_advantages(
+                rollouts,
+                lam=cfg.lam,
+                m=cfg.votes,
+                by=cfg.group_by,
+                window=cfg.accuracy_window,
+                unparseable=cfg.unparseable_vote_reward,
+            )
+            rm_samples = [
+                Sample(
+                    s.reward_prompt,
+                    v.rationale,
+                    a.advantage,
+                    self._canonical("reward", v.model_version),
+                )
+                for a in votes
+                for s in [by_id[a.episode_id].steps[a.step - 1]]
+                for v in [s.votes[a.vote]]
+                if self._resolve("reward", v.model_version) is not None
+            ]
+            stats["reward"] = self.learners["reward"].ppo_update(rm_samples)
+        for episode_id in by_id:
+            self.waiting.pop(episode_id, None)
+        seconds = time.perf_counter() - started
+        metrics: dict[str, float] = {
+            "iteration": float(self.state.iteration + 1),
+            "episodes": float(len(rollouts)),
+            "accuracy": sum(r.success for r in rollouts) / len(rollouts),
+            "groups": float(tally.groups),
+            "zero_advantage_samples": float(tally.zero_samples),
+            "dropped_episodes": float(self.feed.dropped),
+            "update_s": seconds,
+            "samples_per_s": stats["policy"].samples / max(seconds, 1e-9),
+            **stats["policy"].as_metrics(""),
+        }
+        if "reward" in stats:
+            metrics.update(stats["reward"].as_metrics("rm_"))
+        self._save(metrics)
+        return metrics
+
+    def _save(self, metrics: dict[str, float]) -> None:
+        """Checkpoint, persist, register, prune: in this order, so a crash at any point
+        leaves a state a restart can finish (an unregistered latest is registered then)."""
+        self.state.iteration += 1
+        for kind, learner in self.learners.items():
+            parent = learner.version
+            path = ckpt.save_checkpoint(
+                learner.publishable(),
+                learner.tokenizer,
+                self.out,
+                kind,
+                self.state.iteration,
+                {
+                    "version": None,
+                    "parent": parent,
+                    "metrics": metrics,
+                    "config": self.config.to_json(),
+                },
+            )
+            learner.save_optimizer(self.out / f"optimizer-{kind}.pt")
+            self.state.latest[kind] = ckpt.Version(None, str(path.resolve()), parent)
+        ckpt.save_state(self.out, self._state())
+        for kind, learner in self.learners.items():
+            self._publish(kind, metrics)
+            learner.version = str(self.state.latest[kind].version)
+            ckpt.prune(self.out, kind, self.config.keep_last, {self.state.latest[kind].path})
+        self.history.append(metrics)
+
+    def warm_start(self) -> dict[str, float] | None:
+        """Behaviour cloning on oracle-played steps, once per run, published as a version."""
+        cfg = self.config
+        if cfg.warm_start_steps <= 0 or self.state.warm_started:
+            return None
+        steps = self._patiently(lambda: expert_steps(self.client, limit=cfg.warm_start_episodes))
+        samples = [Sample(s.prompt, s.completion, 0.0, "expert") for s in steps if s.completion]
+        self.state.warm_started = True
+        if not samples:
+            log.warning("warm start: no oracle-played episodes found; skipping it")
+            ckpt.save_state(self.out, self._state())
+            return None
+        learner = self.learners["policy"]
+        started, total = time.perf_counter(), UpdateStats()
+        per_step = cfg.batch_size
+        for k in range(cfg.warm_start_steps):
+            chunk = [samples[(k * per_step + i) % len(samples)] for i in range(per_step)]
+            total = learner.bc_update(chunk)
+        seconds = time.perf_counter() - started
+        metrics = {
+            "iteration": float(self.state.iteration + 1),
+            "warm_start": 1.0,
+            "demonstrations": float(len(samples)),
+            "bc_loss": total.loss,
+            "update_s": seconds,
+            "samples_per_s": cfg.warm_start_steps * per_step / max(seconds, 1e-9),
+        }
+        self._save(metrics)
+        return metrics
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self, iterations: int | None = None, progress: bool = True) -> list[dict[str, float]]:
+        """Update until ``iterations`` updates were made (None: until ``stop`` is set)."""
+        bar = _progress(iterations, progress)
+        done = 0
+        try:
+            if (first := self.warm_start()) is not None:
+                bar.show(first)
+            while not self.stop.is_set() and (iterations is None or done < iterations):
+                self.collect()
+                metrics = self.update()
+                ckpt.save_state(self.out, self._state())
+                if metrics is None:
+                    self.stop.wait(self.config.poll_s)
+                    continue
+                done += 1
+                bar.show(metrics)
+        finally:
+            bar.close()
+        return self.history
+
+
+class _Bar:
+    """A progress bar (tqdm when installed, else one line per update) over updates."""
+
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        self.enabled, self.bar = enabled, None
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc="train", unit="update")
+            except ImportError:
+                self.bar = None
+
+    def show(self, m: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        fields = {
+            "loss": f"{m.get('loss', m.get('bc_loss', 0.0)):.4f}",
+            "kl": f"{m.get('kl', 0.0):.4f}",
+            "acc": f"{m.get('accuracy', 0.0):.2f}",
+            "samples/s": f"{m.get('samples_per_s', 0.0):.1f}",
+        }
+        if self.bar is not None:
+            self.bar.set_postfix(fields, refresh=False)
+            self.bar.update(1)
+        else:
+            print("update " + " ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _progress(total: int | None, enabled: bool) -> _Bar:
+    return _Bar(total, enabled)

@@ -1,0 +1,165 @@
+"""The PPO-clip + k3 loss against a plain reference, and log-probs against the agents' scores."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.backends import TransformersModel
+from agents.models.tiny import load_model
+from agents.prompts import policy_prompt, rank_completion
+from agents.train.config import TrainConfig
+from agents.train.learner import Learner, Sample
+from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
+
+PROMPT = policy_prompt(
+    "put a clean mug in cabinet 1.",
+    [],
+    "You are in the kitchen. You see mug 1 on countertop 1.",
+    ["go to countertop 1", "take mug 1 from countertop 1", "look"],
+)
+
+
+def reference(new, old, adv, mask, eps, beta):  # type: ignore[no-untyped-def]
+    """Token by token, in plain Python floats."""
+    total, tokens_all = 0.0, 0
+    pg_sum = kl_sum = 0.0
+    for b in range(len(new)):
+        sample, tokens = 0.0, 0
+        for t in range(len(new[b])):
+            if not mask[b][t]:
+                continue
+            ratio = math.exp(new[b][t] - old[b][t])
+            clipped = min(max(ratio, 1 - eps), 1 + eps)
+            pg = -min(ratio * adv[b], clipped * adv[b])
+            kl = math.exp(old[b][t] - new[b][t]) - (old[b][t] - new[b][t]) - 1
+            sample += pg + beta * kl
+            pg_sum, kl_sum, tokens = pg_sum + pg, kl_sum + kl, tokens + 1
+        total += sample / tokens
+        tokens_all += tokens
+    return total / len(new), pg_sum / tokens_all, kl_sum / tokens_all
+
+
+def test_ppo_loss_matches_a_plain_reference_including_clipping_and_kl() -> None:
+    new = [[-1.0, -0.2, -3.0, -0.5], [-2.0, -0.1, -0.7, 0.0]]
+    old = [[-1.5, -0.2, -2.0, -9.0], [-1.9, -0.4, -0.7, 0.0]]  # ratios far outside 1±ε too
+    adv = [1.3, -0.8]
+    mask = [[0, 1, 1, 1], [1, 1, 1, 0]]
+    parts = ppo_loss(
+        torch.tensor(new),
+        torch.tensor(old),
+        torch.tensor(adv),
+        torch.tensor(mask, dtype=torch.float),
+        eps=0.2,
+        beta=0.01,
+    )
+    loss, pg, kl = reference(new, old, adv, mask, 0.2, 0.01)
+    assert float(parts.loss) == pytest.approx(loss, rel=1e-6)
+    assert parts.policy == pytest.approx(pg, rel=1e-6)
+    assert parts.kl == pytest.approx(kl, rel=1e-6)
+    assert parts.clip_fraction == pytest.approx(3 / 6)  # ratios e^-1, e^8.5 and e^0.3 clip
+    # with β large the KL term dominates: it is the loss's only part when A = 0
+    zero = ppo_loss(
+        torch.tensor(new),
+        torch.tensor(old),
+        torch.zeros(2),
+        torch.tensor(mask, dtype=torch.float),
+        eps=0.2,
+        beta=1.0,
+    )
+    assert float(zero.loss) == pytest.approx(reference(new, old, [0, 0], mask, 0.2, 1.0)[0])
+
+
+def test_gradients_flow_except_through_clipped_tokens() -> None:
+    old = torch.tensor([[-1.0, -1.0, -1.0]])
+    new = torch.tensor([[-1.0, -0.5, -1.5]], requires_grad=True)  # ratios 1, e^0.5, e^-0.5
+    mask = torch.ones(1, 3)
+    ppo_loss(new, old, torch.tensor([1.0]), mask, eps=0.2, beta=0.0).loss.backward()
+    assert new.grad is not None
+    # A > 0: token 0 unclipped (grad −A·ratio/3), token 1 clipped above (no gradient),
+    # token 2 below 1−ε keeps the unclipped branch (min picks it): gradient −A·ratio/3
+    assert new.grad[0].tolist() == pytest.approx([-1 / 3, 0.0, -math.exp(-0.5) / 3])
+    # the KL term alone pulls back toward the rollout policy: d k3 / d new = 1 − e^(old−new)
+    new.grad = None
+    ppo_loss(new, old, torch.tensor([0.0]), mask, eps=0.2, beta=1.0).loss.backward()
+    expected = [(1 - math.exp(-1.0 - n)) / 3 for n in (-1.0, -0.5, -1.5)]
+    assert new.grad[0].tolist() == pytest.approx(expected)
+
+
+def test_collate_masks_exactly_the_completion_targets() -> None:
+    batch = collate([Encoded([5, 6, 7, 8], 2), Encoded([9, 10, 11], 1)], pad_id=0)
+    assert batch.ids.tolist() == [[5, 6, 7, 8], [9, 10, 11, 0]]
+    assert batch.attention.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
+    # position t predicts token t+1: sample 0's completion is tokens 2..3 → positions 1..2
+    assert batch.targets_mask.tolist() == [[0, 1, 1], [1, 1, 0]]
+
+
+def test_completion_logprobs_equal_the_policy_agents_rank_scores(models: dict[str, Path]) -> None:
+    agent = TransformersModel(models["policy"], device="cpu")
+    completions = [rank_completion(k, a) for k, a in [(1, "go to countertop 1"), (3, "look")]]
+    scores = agent.score(PROMPT, completions)
+    model, tokenizer = load_model(models["policy"])
+    batch = collate([encode(tokenizer, PROMPT, c) for c in completions], tokenizer.pad_token_id)
+    with torch.no_grad():
+        ours = token_logprobs(model, batch).sum(dim=1).tolist()
+    assert ours == pytest.approx(scores, abs=1e-3)
+    # a long prompt keeps its end, where the actions and the question are
+    cut = encode(tokenizer, PROMPT, completions[0], max_prompt_tokens=8)
+    assert cut.start == 8 and cut.ids[:8] == tokenizer(PROMPT).input_ids[-8:]
+
+
+def test_cross_entropy_is_the_mean_negative_log_prob_per_token() -> None:
+    new = torch.tensor([[-1.0, -2.0, 0.0], [-4.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert float(cross_entropy(new, mask)) == pytest.approx((1.5 + 4.0) / 2)
+
+
+def _learner(path: Path, **overrides: object) -> Learner:
+    config = TrainConfig(batch_size=4, micro_batch_size=2, lr=1e-2, **overrides)  # type: ignore[arg-type]
+    return Learner(path, config, lr=config.lr, version="1", resolve=lambda v: None)
+
+
+def test_a_ppo_update_moves_probability_toward_positive_advantages(
+    models: dict[str, Path],
+) -> None:
+    learner = _learner(models["policy"])
+    good, bad = rank_completion(2, "take mug 1 from countertop 1"), rank_completion(3, "look")
+    samples = [Sample(PROMPT, good, 1.0, "1"), Sample(PROMPT, bad, -1.0, "1")] * 2
+    before = learner.rollout_logprobs([[0, 1]], learner.encode(samples), samples)[0][0].sum(dim=1)
+    for _ in range(5):
+        stats = learner.ppo_update(samples)
+    after = learner.rollout_logprobs([[0, 1]], learner.encode(samples), samples)[0][0].sum(dim=1)
+    assert after[0] > before[0] and after[1] < before[1]
+    assert stats.optimizer_steps == 1 and stats.samples == 4 and stats.grad_norm > 0
+    assert stats.kl >= 0 and stats.fallbacks == 0
+
+
+def test_rollout_logprobs_come_from_the_version_that_produced_the_sample(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    learner = _learner(models["policy"])
+    old_dir = tmp_path / "v1"
+    learner.model.save_pretrained(old_dir)
+    learner.tokenizer.save_pretrained(old_dir)
+    sample = Sample(PROMPT, rank_completion(1, "go to countertop 1"), 1.0, "1")
+    first = learner.rollout_logprobs([[0]], learner.encode([sample]), [sample])[0][0]
+    for _ in range(3):
+        learner.ppo_update([sample] * 4)
+    learner.version, learner.resolve = "2", lambda v: old_dir if v == "1" else None
+    again, fallbacks = learner.rollout_logprobs([[0]], learner.encode([sample]), [sample])
+    assert torch.allclose(again[0], first, atol=1e-5) and fallbacks == 0
+    gone = Sample(sample.prompt, sample.completion, 1.0, "0")  # no checkpoint on disk
+    _, fallbacks = learner.rollout_logprobs([[0]], learner.encode([gone]), [gone])
+    assert fallbacks == 1
+
+
+def test_behaviour_cloning_raises_the_demonstrated_completion(models: dict[str, Path]) -> None:
+    learner = _learner(models["policy"])
+    demo = Sample(PROMPT, rank_completion(2, "take mug 1 from countertop 1"))
+    before = learner.bc_update([demo] * 4).loss
+    for _ in range(5):
+        after = learner.bc_update([demo] * 4).loss
+    assert after < before

@@ -1,0 +1,146 @@
+"""Reward and advantage arithmetic against cases worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agents.train.rewards import (
+    Rollout,
+    consistency_rewards,
+    policy_advantages,
+    reward_model_advantages,
+    standardise,
+    step_rewards,
+)
+
+
+def rollout(
+    episode_id: int,
+    outcome: int,
+    votes: tuple[tuple[int, ...], ...] = (),
+    *,
+    steps: int | None = None,
+    task: str = "t",
+    version: str = "1",
+    family: str = "pick",
+) -> Rollout:
+    return Rollout(
+        episode_id, task, family, version, outcome, len(votes) if steps is None else steps, votes
+    )
+
+
+def found(advantages: list) -> dict[tuple[int, int], float]:
+    return {(a.episode_id, a.step): a.advantage for a in advantages}
+
+
+def test_step_reward_adds_the_mean_vote_and_counts_unparseable_votes_as_zero() -> None:
+    r = rollout(1, -1, ((1, 1, 1), (1, -1, 0), (0, 0, 0), (-1, -1, -1)))
+    assert step_rewards(r, lam=1.0, m=3, integrated=True) == pytest.approx([0.0, -1.0, -1.0, -2.0])
+    # λ scales the votes only; outcome-only ignores them
+    assert step_rewards(r, lam=0.5, m=3, integrated=True) == pytest.approx([-0.5, -1.0, -1.0, -1.5])
+    assert step_rewards(r, lam=1.0, m=3, integrated=False) == [-1.0] * 4
+    # only the first m votes count: 1 + (1/2)·(1 + 1)
+    assert step_rewards(rollout(2, 1, ((1, 1, -1, -1),)), lam=1.0, m=2, integrated=True) == [2.0]
+
+
+def test_standardise_uses_the_population_deviation() -> None:
+    assert standardise([2.0, -4 / 3]) == pytest.approx([1.0, -1.0])
+    s = math.sqrt(2)
+    assert standardise([1.0, -1.0, -1.0]) == pytest.approx([s, -1 / s, -1 / s])
+    assert standardise([3.0, 3.0]) == [0.0, 0.0]
+    assert standardise([]) == []
+
+
+def test_advantages_are_standardised_per_step_index_across_the_group() -> None:
+    # A: R = [1+1, 1+0] = [2, 1]; B: R = [-1-1/3, -1+1, -1-1/3] = [-4/3, 0, -4/3]
+    a = rollout(10, 1, ((1, 1, 1), (1, -1, 0)))
+    b = rollout(11, -1, ((-1, -1, 1), (1, 1, 1), (-1, 0, 0)))
+    advantages, tally = policy_advantages([a, b], lam=1.0, m=3)
+    # step 1: [2, -4/3] → mean 1/3, std 5/3 → [1, -1]; step 2: [1, 0] → [1, -1];
+    # step 3: B alone → zero advantage → dropped
+    assert found(advantages) == pytest.approx(
+        {(10, 1): 1.0, (11, 1): -1.0, (10, 2): 1.0, (11, 2): -1.0}
+    )
+    assert {(x.episode_id, x.step): x.reward for x in advantages} == pytest.approx(
+        {(10, 1): 2.0, (11, 1): -4 / 3, (10, 2): 1.0, (11, 2): 0.0}
+    )
+    assert tally.zero_samples == 1 and tally.groups == 1 and tally.samples == 4
+    assert tally.accuracies == [0.5]
+
+
+def test_outcome_only_advantages_with_three_rollouts() -> None:
+    rs = [rollout(1, 1, steps=1), rollout(2, -1, steps=2), rollout(3, -1, steps=1)]
+    advantages, tally = policy_advantages(rs, integrated=False)
+    s = math.sqrt(2)  # step 1: [1, -1, -1] → mean -1/3, std 2√2/3 → [√2, -1/√2, -1/√2]
+    assert found(advantages) == pytest.approx({(1, 1): s, (2, 1): -1 / s, (3, 1): -1 / s})
+    assert tally.zero_samples == 1  # step 2 of episode 2 has no one to compare with
+
+
+def test_groups_split_by_task_and_version_and_the_filters_drop_what_has_no_signal() -> None:
+    rs = [
+        rollout(1, 1, ((1, 1, 1),), task="t"),  # t@1: one success, one failure → kept
+        rollout(2, -1, ((-1, -1, -1),), task="t"),
+        rollout(3, 1, ((1, 1, 1),), task="t", version="2"),  # t@2: alone → too small
+        rollout(4, 1, ((1, 1, 1),), task="u"),  # u@1: all succeeded → dropped
+        rollout(5, 1, ((-1, -1, -1),), task="u"),
+        rollout(6, -1, ((1, 1, 1),), task="w"),  # w@1: all failed → dropped
+        rollout(7, -1, ((-1, 1, 1),), task="w"),
+    ]
+    advantages, tally = policy_advantages(rs)
+    assert {x.episode_id for x in advantages} == {1, 2}
+    assert (tally.groups, tally.small_groups, tally.uniform_groups) == (1, 1, 2)
+    # grouping by family pools the tasks: one group of six version-1 rollouts
+    by_family, tally = policy_advantages(rs, by="family")
+    assert {x.episode_id for x in by_family} == {1, 2, 4, 5, 6, 7}
+    assert tally.small_groups == 1
+
+
+def test_min_group_size_is_respected() -> None:
+    rs = [rollout(1, 1, steps=1), rollout(2, -1, steps=1)]
+    assert policy_advantages(rs, integrated=False, min_group_size=3)[0] == []
+
+
+def test_consistency_reward_of_each_vote() -> None:
+    assert consistency_rewards(2.0, [1, -1, 0]) == [2.0, -2.0, -2.0]
+    assert consistency_rewards(-0.5, [1, -1, 0], unparseable=-3.0) == [-0.5, 0.5, -3.0]
+
+
+def test_reward_model_advantages_standardise_among_the_votes_of_a_step() -> None:
+    # A (success): votes (1, -1, 0) → R = 1 + 0 = 1 → rewards [1, -1, -2]
+    #   mean -2/3, deviations [5/3, -1/3, -4/3], std √14/3 → [5, -1, -4]/√14
+    # B (failure): votes (-1, -1, -1) → R = -2 → rewards [2, 2, 2] → all zero → dropped
+    a = rollout(1, 1, ((1, -1, 0),))
+    b = rollout(2, -1, ((-1, -1, -1),))
+    votes, tally = reward_model_advantages([a, b])
+    r = math.sqrt(14)
+    assert {(v.episode_id, v.step, v.vote): v.advantage for v in votes} == pytest.approx(
+        {(1, 1, 0): 5 / r, (1, 1, 1): -1 / r, (1, 1, 2): -4 / r}
+    )
+    assert [v.reward for v in votes] == pytest.approx([1.0, -1.0, -2.0])
+    assert tally.zero_samples == 3 and tally.accuracies == [0.5]
+
+
+def test_only_tasks_with_accuracy_in_the_window_train_the_reward_model() -> None:
+    def group(base: int, wins: int, n: int) -> list[Rollout]:
+        return [
+            rollout(base + i, 1 if i < wins else -1, ((1, -1, 1),), task=str(base))
+            for i in range(n)
+        ]
+
+    edge = group(100, 1, 5)  # accuracy 0.2: inside (the window is closed)
+    below = group(200, 1, 6)  # 0.167: outside
+    top = group(300, 4, 5)  # 0.8: inside
+    above = group(400, 5, 6)  # 0.833: outside
+    votes, tally = reward_model_advantages(edge + below + top + above)
+    tasks = {v.episode_id for v in votes}
+    assert tasks == {r.episode_id for r in edge + top}
+    assert tally.outside_window == 2 and sorted(tally.accuracies) == pytest.approx([0.2, 0.8])
+    narrow, _ = reward_model_advantages(edge + top, window=(0.3, 0.7))
+    assert narrow == []
+
+
+def test_votes_must_cover_every_step() -> None:
+    with pytest.raises(ValueError, match="expected votes for 2 steps"):
+        step_rewards(rollout(1, 1, ((1, 1, 1),), steps=2), lam=1.0, m=3, integrated=True)
