@@ -34,6 +34,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "episode_idle_timeout_s",
             "heartbeat_s",
             "rate_limit_per_s",
+            "record_distance",
             "log_level",
         )
         if (value := getattr(args, name, None)) is not None
@@ -94,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="rate_limit_per_s",
         type=float,
         help="requests/s per token (env BIGWORLD_RATE_LIMIT; default 5000)",
+    )
+    serve.add_argument(
+        "--record-distance",
+        dest="record_distance",
+        action="store_true",
+        default=None,
+        help="record the oracle's plan length with every step, for heuristic judges and "
+        "analysis; costs a plan per step (env BIGWORLD_RECORD_DISTANCE; default off)",
     )
     serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
     serve.set_defaults(run=_serve)

@@ -50,6 +50,7 @@ def role(*roles: str) -> object:
 AdminDep = Annotated[Caller, role("admin")]
 PolicyDep = Annotated[Caller, role("policy")]
 RewardDep = Annotated[Caller, role("reward")]
+TrainerDep = Annotated[Caller, role("trainer", "admin")]
 
 
 def plain_text_parameters(request: Request) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Caller, Runtime
-from server.schemas import EpisodeStarted, StepOut, TaskOut
-from world import engine, tasks
+from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
+from world import engine, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
 from world.store import SqlBackend, records
@@ -51,12 +51,13 @@ def begin(
         )
     now = time.time()
     with runtime.world_transaction() as (session, meta):
+        world = World(SqlBackend(session, meta), runtime.rules)
         current = records.open_episode(session=session, avatar_id=avatar)
         if (
             current is not None
             and current.updated_at < now - runtime.settings.episode_idle_timeout_s
         ):
-            _end(runtime, session, current, "abandoned", -1, meta["tick"], now)
+            _end(runtime, session, world, current, "abandoned", -1, now)
             current = None
         if current is not None:
             raise Conflict(
@@ -64,7 +65,6 @@ def begin(
                 code="episode_open",
                 details={"episode_id": current.id},
             )
-        world = World(SqlBackend(session, meta), runtime.rules)
         key = None
         if task_id is not None:
             row = records.get_task(session=session, task_id=task_id)
@@ -87,6 +87,7 @@ def begin(
             {"key": key, "family": family, "task": spec},
         )
         seen = engine.observe(world, avatar)
+        distance = _distance(runtime, world, task, avatar)
         world.commit()
         row = records.save_task(
             session=session, task_id=task.id, spec=spec, text=task.text, tick=world.tick
@@ -107,6 +108,7 @@ def begin(
             observation=observation,
             admissible=list(seen.admissible),
             updated_at=now,
+            distance=distance,
         )
         session.commit()
         return EpisodeStarted(
@@ -118,8 +120,10 @@ def begin(
         )
 
 
-def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: str) -> StepOut:
-    """Apply step ``index`` of an episode, or answer it from the record if already applied."""
+def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:
+    """Apply step ``body.step`` of an episode, or answer it from the record if already applied.
+    The policy's prompt, completion and version, when sent, are stored with the step."""
+    index, action = body.step, body.action
     started = time.perf_counter()
     now = time.time()
     with runtime.world_transaction() as (session, meta):
@@ -133,11 +137,13 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: 
                     details={"step": index, "recorded_action": recorded.action},
                 )
             return step_out(recorded)
+        world = World(SqlBackend(session, meta), runtime.rules)
         if (
             episode.status == "open"
             and episode.updated_at < now - runtime.settings.episode_idle_timeout_s
         ):
-            _end(runtime, session, episode, "abandoned", -1, meta["tick"], now)
+            _end(runtime, session, world, episode, "abandoned", -1, now)
+            world.commit()
             session.commit()
         if episode.status != "open":
             raise Conflict(
@@ -152,7 +158,6 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: 
                 code="step_out_of_order",
                 details={"expected": expected},
             )
-        world = World(SqlBackend(session, meta), runtime.rules)
         try:
             result = engine.step(world, episode.avatar_id, action)
         except ActionError as exc:
@@ -160,7 +165,8 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: 
         task_row = records.get_task(session=session, task_id=episode.task_id)
         assert task_row is not None
         spec = {"family": task_row.family, "params": task_row.params}
-        success = tasks.goal_met(world, tasks.Task.from_spec(spec), episode.avatar_id)
+        task = tasks.Task.from_spec(spec)
+        success = tasks.goal_met(world, task, episode.avatar_id)
         world.emit(
             "goal_check",
             episode.avatar_id,
@@ -173,9 +179,21 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: 
                 "met": success,
             },
         )
-        world.commit()
         done = success or index >= episode.budget
         outcome = (1 if success else -1) if done else None
+        distance = 0 if success else _distance(runtime, world, task, episode.avatar_id)
+        episode.last_step, episode.updated_at = index, now
+        if done:
+            _end(
+                runtime,
+                session,
+                world,
+                episode,
+                "succeeded" if success else "failed",
+                outcome or -1,
+                now,
+            )
+        world.commit()
         row = records.add_step(
             session=session,
             episode_id=episode.id,
@@ -187,18 +205,12 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, index: int, action: 
             done=done,
             success=success,
             outcome=outcome,
+            policy_version=body.policy_version,
+            prompt=body.prompt,
+            completion=body.completion,
+            parse_failed=body.parse_failed,
+            distance=distance,
         )
-        episode.last_step, episode.updated_at = index, now
-        if done:
-            _end(
-                runtime,
-                session,
-                episode,
-                "succeeded" if success else "failed",
-                outcome or -1,
-                result.tick,
-                now,
-            )
         session.commit()
     runtime.metrics.step(time.perf_counter() - started)
     return step_out(row)
@@ -213,7 +225,9 @@ def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
                 code="episode_ended",
                 details={"status": episode.status, "outcome": episode.outcome},
             )
-        _end(runtime, session, episode, "abandoned", -1, meta["tick"], time.time())
+        world = World(SqlBackend(session, meta), runtime.rules)
+        _end(runtime, session, world, episode, "abandoned", -1, time.time())
+        world.commit()
         session.commit()
         return episode
 
@@ -225,8 +239,10 @@ def reap_idle(runtime: Runtime) -> int:
         idle = records.idle_episodes(
             session=session, before=now - runtime.settings.episode_idle_timeout_s
         )
+        world = World(SqlBackend(session, meta), runtime.rules)
         for episode in idle:
-            _end(runtime, session, episode, "abandoned", -1, meta["tick"], now)
+            _end(runtime, session, world, episode, "abandoned", -1, now)
+        world.commit()
         session.commit()
     return len(idle)
 
@@ -244,16 +260,71 @@ def heartbeat(runtime: Runtime) -> int:
 def _end(
     runtime: Runtime,
     session: Any,
+    world: World,
     episode: EpisodeRow,
     status: str,
     outcome: int,
-    tick: int,
     now: float,
 ) -> None:
+    """End an episode and log an ``episode_ended`` event (trainers follow these); the caller
+    commits ``world`` and the session."""
     records.end_episode(
-        session=session, episode=episode, status=status, outcome=outcome, tick=tick, now=now
+        session=session, episode=episode, status=status, outcome=outcome, tick=world.tick, now=now
+    )
+    world.emit(
+        "episode_ended",
+        episode.avatar_id,
+        [f"avatar:{episode.avatar_id}"],
+        {
+            "episode_id": episode.id,
+            "status": status,
+            "outcome": outcome,
+            "family": episode.family,
+            "task_id": episode.task_id,
+            "steps": episode.last_step,
+        },
     )
     runtime.metrics.episode_ended(status)
+
+
+def _distance(runtime: Runtime, world: World, task: tasks.Task, avatar: str) -> int | None:
+    """The oracle's plan length from here, when the server records it (costs a plan)."""
+    if not runtime.settings.record_distance:
+        return None
+    found = oracle.plan(world, task, avatar)
+    return len(found) if found is not None else None
+
+
+def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
+    """The oracle's next action for an open episode; every use is recorded."""
+    with runtime.world_transaction() as (session, meta):
+        episode = records.get_episode(session=session, episode_id=episode_id)
+        if episode is None:
+            raise NotFound(f"no episode {episode_id}")
+        if episode.status != "open":
+            raise Conflict(
+                f"episode {episode.id} has ended ({episode.status})",
+                code="episode_ended",
+                details={"status": episode.status, "outcome": episode.outcome},
+            )
+        task_row = records.get_task(session=session, task_id=episode.task_id)
+        assert task_row is not None
+        task = tasks.Task.from_spec({"family": task_row.family, "params": task_row.params})
+        world = World(SqlBackend(session, meta), runtime.rules)  # read only: never committed
+        found = oracle.plan(world, task, episode.avatar_id)
+        action = found.actions[0] if found and found.actions else None
+        hint = ExpertHint(
+            episode_id=episode.id,
+            step=episode.last_step + 1,
+            action=action,
+            plan_length=len(found) if found is not None else None,
+            tick=world.tick,
+        )
+        records.add_expert_hint(
+            session=session, agent_id=caller.id, created_at=time.time(), **hint.model_dump()
+        )
+        session.commit()
+        return hint
 
 
 def _avatar_of(caller: Caller) -> str:

@@ -8,6 +8,8 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before the world sees it
+MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
+MAX_COMPLETION_CHARS = 8 * 1024
 Role = Literal["admin", "policy", "reward", "trainer", "observer"]
 Status = Literal["open", "succeeded", "failed", "abandoned"]
 T = TypeVar("T")
@@ -115,6 +117,13 @@ class EpisodeStarted(BaseModel):
 class StepIn(Request):
     step: int = Field(ge=1, le=1_000_000, description="the index this step expects to be (from 1)")
     action: str = Field(min_length=1, max_length=MAX_ACTION_CHARS)
+    # What the trainer needs later; optional so that any client can step.
+    policy_version: str | None = Field(None, max_length=128, description="model version that chose")
+    prompt: str | None = Field(None, max_length=MAX_PROMPT_CHARS, description="exact prompt shown")
+    completion: str | None = Field(None, max_length=MAX_COMPLETION_CHARS, description="its answer")
+    parse_failed: bool = Field(
+        False, description="the answer could not be parsed; action fell back"
+    )
 
 
 class StepOut(BaseModel):
@@ -129,10 +138,18 @@ class StepOut(BaseModel):
 
 class StepRecord(StepOut):
     action: str
+    policy_version: str | None
+    prompt: str | None
+    completion: str | None
+    parse_failed: bool
+    distance: int | None = Field(description="oracle plan length after the step, when recorded")
 
 
 class JudgmentIn(Request):
     step: int = Field(ge=1, le=1_000_000)
+    vote: int = Field(
+        0, ge=0, le=63, description="j of the m votes on this step; a slot is filled once"
+    )
     score: Literal[-1, 0, 1]
     rationale: str = Field("", max_length=8192)
     model_version: str = Field(max_length=128)
@@ -141,6 +158,7 @@ class JudgmentIn(Request):
 class JudgmentOut(BaseModel):
     id: int
     step: int
+    vote: int
     score: int
     rationale: str
     model_version: str
@@ -149,6 +167,7 @@ class JudgmentOut(BaseModel):
 
 class JudgmentsAccepted(BaseModel):
     accepted: int
+    duplicates: int = Field(description="judgments whose (step, vote) slot was already filled")
     judgments: list[JudgmentOut]
 
 
@@ -169,8 +188,40 @@ class EpisodeOut(BaseModel):
 class EpisodeDetail(EpisodeOut):
     observation: str = Field(description="the step-0 observation answered at begin")
     admissible_actions: list[str]
+    distance: int | None = Field(description="oracle plan length at begin, when recorded")
     steps: list[StepRecord]
     judgments: list[JudgmentOut]
+
+
+class ExpertHint(BaseModel):
+    episode_id: int
+    step: int = Field(description="the step index the advice is for")
+    action: str | None = Field(description="the oracle's next action; null when it finds no plan")
+    plan_length: int | None
+    tick: int
+
+
+# -- model registry ------------------------------------------------------------------------
+ModelKind = Literal["policy", "reward"]
+
+
+class PolicyIn(Request):
+    kind: ModelKind
+    path: str = Field(min_length=1, max_length=4096, description="where the weights are")
+    parent: int | None = Field(None, ge=1, description="the version this one was trained from")
+    config: dict[str, Any] = Field(default_factory=dict, description="the run's configuration")
+    metrics: dict[str, Any] = Field(default_factory=dict, description="its training figures")
+
+
+class PolicyOut(BaseModel):
+    kind: ModelKind
+    version: int
+    path: str
+    parent: int | None
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    agent_id: int
+    created_tick: int
 
 
 # -- history -------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     )
     rate_limit_burst: int = Field(10_000, ge=1)  # requests a token may send at once
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    # store the oracle's plan length with each step (a plan per step: off by default)
+    record_distance: bool = False
     sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     db_pool_size: int = Field(20, ge=1)
     log_level: str = "info"

@@ -1,6 +1,16 @@
 """One router per resource; ``ROUTERS`` is what ``create_app`` mounts."""
 
-from server.routes import agents, entities, episodes, events, health, metrics, tasks, world
+from server.routes import (
+    agents,
+    entities,
+    episodes,
+    events,
+    health,
+    metrics,
+    policies,
+    tasks,
+    world,
+)
 
 ROUTERS = [
     health.router,
@@ -11,4 +21,5 @@ ROUTERS = [
     events.router,
     entities.router,
     tasks.router,
+    policies.router,
 ]

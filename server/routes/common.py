@@ -32,4 +32,9 @@ Cursor = Annotated[
         description="next_cursor of the previous page",
     ),
 ]
+# Lists keyed by an integer id page with the last id seen.
+IdCursor = Annotated[
+    str | None,
+    Query(max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page"),
+]
 Tick = Annotated[int | None, Query(ge=0, le=2**62)]

@@ -1,4 +1,5 @@
-"""Episodes: begin, step, abandon (policy owner), list and read (any), judge (reward)."""
+"""Episodes: begin, step, abandon (policy owner), list and read (any), judge (reward),
+expert hints (trainer, admin)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, status
 
 from server import episodes as service
-from server.dependencies import CallerDep, PolicyDep, RewardDep, RuntimeDep, SessionDep
+from server.dependencies import (
+    CallerDep,
+    PolicyDep,
+    RewardDep,
+    RuntimeDep,
+    SessionDep,
+    TrainerDep,
+)
 from server.errors import NotFound, Unprocessable
-from server.routes.common import ERRORS, Cursor, Limit, Tick
+from server.routes.common import ERRORS, IdCursor, Limit, Tick
 from server.schemas import (
     EpisodeBegin,
     EpisodeDetail,
     EpisodeOut,
     EpisodeStarted,
+    ExpertHint,
     JudgmentIn,
     JudgmentOut,
     JudgmentsAccepted,
@@ -45,7 +54,7 @@ def begin_episode(
 def take_step(
     episode_id: EpisodeId, body: StepIn, runtime: RuntimeDep, caller: PolicyDep
 ) -> StepOut:
-    return service.step(runtime, caller, episode_id, body.step, body.action)
+    return service.step(runtime, caller, episode_id, body)
 
 
 @router.post("/{episode_id}/abandon", response_model=EpisodeOut)
@@ -66,8 +75,15 @@ def list_episodes(
     status: Status | None = None,
     from_tick: Tick = None,
     to_tick: Tick = None,
+    needs_votes: Annotated[
+        int | None,
+        Query(ge=1, le=64, description="only ended episodes with a step judged fewer times"),
+    ] = None,
+    policy_version: Annotated[
+        str | None, Query(max_length=128, description="only episodes with a step by this version")
+    ] = None,
     limit: Limit = 100,
-    cursor: Cursor = None,
+    cursor: IdCursor = None,
 ) -> Page[EpisodeOut]:
     found = records.list_episodes(
         session=session,
@@ -77,8 +93,10 @@ def list_episodes(
         status=status,
         from_tick=from_tick,
         to_tick=to_tick,
+        needs_votes=needs_votes,
+        policy_version=policy_version,
         limit=limit,
-        cursor=_int_cursor(cursor),
+        cursor=cursor,
     )
     return Page[EpisodeOut](
         items=[_episode_out(session, e) for e in found.items], next_cursor=found.next_cursor
@@ -91,7 +109,15 @@ def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep)
     if episode is None:
         raise NotFound(f"no episode {episode_id}")
     steps = [
-        StepRecord(action=s.action, **service.step_out(s).model_dump())
+        StepRecord(
+            **service.step_out(s).model_dump(),
+            action=s.action,
+            policy_version=s.policy_version,
+            prompt=s.prompt,
+            completion=s.completion,
+            parse_failed=s.parse_failed,
+            distance=s.distance,
+        )
         for s in records.steps_of(session=session, episode_id=episode.id)
     ]
     judgments = [
@@ -101,6 +127,7 @@ def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep)
         **_episode_out(session, episode).model_dump(),
         observation=episode.observation,
         admissible_actions=list(episode.admissible),
+        distance=episode.distance,
         steps=steps,
         judgments=judgments,
     )
@@ -112,45 +139,51 @@ def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep)
 def judge_steps(
     episode_id: EpisodeId,
     judgments: Annotated[list[JudgmentIn], Body(max_length=1024)],
-    session: SessionDep,
+    runtime: RuntimeDep,
     caller: RewardDep,
 ) -> JudgmentsAccepted:
-    episode = records.get_episode(session=session, episode_id=episode_id)
-    if episode is None:
-        raise NotFound(f"no episode {episode_id}")
-    unknown = sorted({j.step for j in judgments if j.step > episode.last_step})
-    if unknown:
-        raise Unprocessable(
-            f"expected steps 1..{episode.last_step} of episode {episode_id}, got {unknown}",
-            code="unknown_step",
-            details={"steps": unknown},
-        )
+    """Store judgments; a (step, vote) slot already filled is skipped, so a resent batch (or
+    a second reward agent on the same episode) stores nothing twice."""
     now = time.time()
-    made = records.add_judgments(
-        session=session,
-        rows=[
-            {
-                "episode_id": episode.id,
-                "step": j.step,
-                "agent_id": caller.id,
-                "score": j.score,
-                "rationale": j.rationale,
-                "model_version": j.model_version,
-                "created_at": now,
-            }
-            for j in judgments
-        ],
-    )
-    session.commit()
-    return JudgmentsAccepted(accepted=len(made), judgments=[_judgment_out(j) for j in made])
-
-
-def _int_cursor(cursor: str | None) -> str | None:
-    if cursor is not None and not cursor.isdigit():
-        raise Unprocessable(
-            f"expected a cursor from next_cursor, got {cursor!r}", code="bad_cursor"
+    with runtime.world_transaction() as (session, _meta):
+        episode = records.get_episode(session=session, episode_id=episode_id)
+        if episode is None:
+            raise NotFound(f"no episode {episode_id}")
+        unknown = sorted({j.step for j in judgments if j.step > episode.last_step})
+        if unknown:
+            raise Unprocessable(
+                f"expected steps 1..{episode.last_step} of episode {episode_id}, got {unknown}",
+                code="unknown_step",
+                details={"steps": unknown},
+            )
+        made = records.add_judgments(
+            session=session,
+            rows=[
+                {
+                    "episode_id": episode.id,
+                    "step": j.step,
+                    "vote": j.vote,
+                    "agent_id": caller.id,
+                    "score": j.score,
+                    "rationale": j.rationale,
+                    "model_version": j.model_version,
+                    "created_at": now,
+                }
+                for j in judgments
+            ],
         )
-    return cursor
+        session.commit()
+        return JudgmentsAccepted(
+            accepted=len(made),
+            duplicates=len(judgments) - len(made),
+            judgments=[_judgment_out(j) for j in made],
+        )
+
+
+@router.get("/{episode_id}/expert", response_model=ExpertHint)
+def expert_hint(episode_id: EpisodeId, runtime: RuntimeDep, caller: TrainerDep) -> ExpertHint:
+    """The oracle's next action for an open episode (trainer and admin only; recorded)."""
+    return service.expert(runtime, caller, episode_id)
 
 
 def _episode_out(session: SessionDep, episode: EpisodeRow) -> EpisodeOut:
@@ -175,6 +208,7 @@ def _judgment_out(j: JudgmentRow) -> JudgmentOut:
     return JudgmentOut(
         id=j.id,
         step=j.step,
+        vote=j.vote,
         score=j.score,
         rationale=j.rationale,
         model_version=j.model_version,

@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from server.dependencies import CallerDep, SessionDep
-from server.errors import Unprocessable
-from server.routes.common import ERRORS, Cursor, Limit, Tick
+from server.routes.common import ERRORS, IdCursor, Limit, Tick
 from server.schemas import EventOut, Page
 from world.store.history import EventFilter, list_events
 
@@ -28,12 +27,8 @@ def events(
     region: Annotated[str | None, Query(max_length=40, pattern=r"^-?\d+,-?\d+$")] = None,
     actor: Annotated[str | None, Query(max_length=64)] = None,
     limit: Limit = 100,
-    cursor: Cursor = None,
+    cursor: IdCursor = None,
 ) -> Page[EventOut]:
-    if cursor is not None and not cursor.isdigit():
-        raise Unprocessable(
-            f"expected a cursor from next_cursor, got {cursor!r}", code="bad_cursor"
-        )
     where = EventFilter(
         from_tick=from_tick, to_tick=to_tick, kind=kind, entity=entity, region=region, actor=actor
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from conftest import Api, ServerProcess
+from harness import Api, ServerProcess
 
 
 def test_heartbeat_ticks_are_logged_and_replayable(tmp_path: Path) -> None:

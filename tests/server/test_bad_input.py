@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_TOKEN, Api, ServerProcess, db_state
+from harness import ADMIN_TOKEN, Api, ServerProcess, db_state
 
 
 def _chunks(total: int) -> Callable[[], object]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, ServerProcess
+from harness import REPO, ServerProcess
 
-from migrations import at_head
+from migrations import at_head, head_revision
 from world.store import make_engine
 
 
@@ -56,7 +56,7 @@ def test_serve_flags_are_also_environment_variables() -> None:
 def test_upgrade_create_agent_and_admin_token_file(tmp_path: Path) -> None:
     data = tmp_path / "data"
     result = bigworld("db", "upgrade", "--data-dir", str(data))
-    assert result.returncode == 0 and "0001" in result.stdout, result.stderr
+    assert result.returncode == 0 and head_revision() in result.stdout, result.stderr
     engine = make_engine(f"sqlite:///{data / 'world.db'}")
     assert at_head(engine)
     engine.dispose()

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Api, ServerProcess
+from harness import Api, ServerProcess
 from workload import Ack, Walker, check_history
 
 CLIENTS = 8

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_TOKEN, ServerProcess
 from dbfixtures import PG_ADMIN_URL, fresh_database
+from harness import ADMIN_TOKEN, ServerProcess
 from sqlalchemy import create_engine, text
 
 

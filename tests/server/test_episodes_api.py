@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Api, ServerProcess, db_state
+from harness import Api, ServerProcess, db_state
 
 
 def _begin(api: Api) -> dict:

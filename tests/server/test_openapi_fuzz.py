@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_TOKEN, Api, ServerProcess
+from harness import ADMIN_TOKEN, Api, ServerProcess
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from conftest import Api, ServerProcess
+from harness import Api, ServerProcess
 from workload import Ack, Walker, check_history
 
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Api, ServerProcess
 from dbfixtures import fresh_database
+from harness import Api, ServerProcess
 from sqlalchemy import select
 from workload import Ack, Walker, check_history
 

@@ -26,6 +26,8 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -184,6 +186,7 @@ class EpisodeRow(Base):
     observation: Mapped[str] = mapped_column(Text)  # step 0, as answered at begin
     admissible: Mapped[list[Any]]
     updated_at: Mapped[float] = mapped_column(Float)  # unix seconds: for the idle timeout
+    distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length at begin
 
     __table_args__ = (
         # At most one open episode per avatar, enforced by the database as well.
@@ -209,6 +212,12 @@ class StepRow(Base):
     done: Mapped[bool] = mapped_column(Boolean)
     success: Mapped[bool] = mapped_column(Boolean)
     outcome: Mapped[int | None] = mapped_column(Integer)
+    # What the policy saw and said, for the trainer; None for clients that do not send them.
+    policy_version: Mapped[str | None] = mapped_column(String(128), index=True)
+    prompt: Mapped[str | None] = mapped_column(Text)
+    completion: Mapped[str | None] = mapped_column(Text)
+    parse_failed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length after the step
 
 
 class JudgmentRow(Base):
@@ -218,7 +227,47 @@ class JudgmentRow(Base):
     episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), index=True)
     step: Mapped[int] = mapped_column(Integer)
     agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
+    vote: Mapped[int] = mapped_column(
+        Integer, default=0, server_default=text("0")
+    )  # j of the m votes on one step
     score: Mapped[int] = mapped_column(Integer)
     rationale: Mapped[str] = mapped_column(Text)
     model_version: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+
+    # One judgment per vote slot: a resent batch stores nothing twice.
+    __table_args__ = (UniqueConstraint("episode_id", "step", "vote"),)
+
+
+class PolicyRow(Base):
+    """A registered model version (policy or reward) and where its weights are."""
+
+    __tablename__ = "policies"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer)  # 1, 2, ... per kind
+    path: Mapped[str] = mapped_column(Text)
+    parent: Mapped[int | None] = mapped_column(Integer)
+    config: Mapped[dict[str, Any]]
+    metrics: Mapped[dict[str, Any]]
+    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
+    created_tick: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (UniqueConstraint("kind", "version"),)
+
+
+class ExpertHintRow(Base):
+    """One use of the expert route: which action the oracle advised, to whom, when."""
+
+    __tablename__ = "expert_hints"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), index=True)
+    step: Mapped[int] = mapped_column(Integer)  # the step the advice is for
+    action: Mapped[str | None] = mapped_column(Text)  # None: the oracle found no plan
+    plan_length: Mapped[int | None] = mapped_column(Integer)
+    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
+    tick: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[float] = mapped_column(Float)

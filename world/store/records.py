@@ -1,4 +1,5 @@
-"""Store functions for the server's records: agents, tasks, episodes, steps and judgments.
+"""Store functions for the server's records: agents, tasks, episodes, steps, judgments,
+model versions and expert hints.
 
 Every function takes ``*, session`` and never commits: the request (or the tick) that calls
 it owns the transaction. List functions page by id with an opaque cursor (the last id seen).
@@ -13,7 +14,15 @@ from typing import Any
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
 
-from world.store.models import AgentRow, EpisodeRow, JudgmentRow, StepRow, TaskRow
+from world.store.models import (
+    AgentRow,
+    EpisodeRow,
+    ExpertHintRow,
+    JudgmentRow,
+    PolicyRow,
+    StepRow,
+    TaskRow,
+)
 
 
 @dataclass(frozen=True)
@@ -164,10 +173,28 @@ def list_episodes(
     status: str | None = None,
     from_tick: int | None = None,
     to_tick: int | None = None,
+    needs_votes: int | None = None,
+    policy_version: str | None = None,
     limit: int,
     cursor: str | None,
 ) -> Page:
     stmt = select(EpisodeRow)
+    if needs_votes is not None:
+        # ended episodes with a step that has fewer than ``needs_votes`` judgments
+        votes = (
+            select(func.count())
+            .where(JudgmentRow.episode_id == StepRow.episode_id, JudgmentRow.step == StepRow.step)
+            .scalar_subquery()
+        )
+        lacking = select(StepRow.step).where(
+            StepRow.episode_id == EpisodeRow.id, votes < needs_votes
+        )
+        stmt = stmt.where(EpisodeRow.status != "open", lacking.exists())
+    if policy_version is not None:
+        used = select(StepRow.step).where(
+            StepRow.episode_id == EpisodeRow.id, StepRow.policy_version == policy_version
+        )
+        stmt = stmt.where(used.exists())
     if agent is not None:
         stmt = stmt.where(EpisodeRow.agent_id == agent)
     if task is not None:
@@ -212,7 +239,22 @@ def touch_episode(*, session: Session, episode_id: int, last_step: int, now: flo
 
 # -- judgments -----------------------------------------------------------------------------
 def add_judgments(*, session: Session, rows: Sequence[dict[str, Any]]) -> list[JudgmentRow]:
-    made = [JudgmentRow(**r) for r in rows]
+    """Store judgments whose (episode, step, vote) slot is still free; returns those stored.
+    The caller holds the world lock, so no other writer fills a slot in between."""
+    episodes = {r["episode_id"] for r in rows}
+    taken = set(
+        session.execute(
+            select(JudgmentRow.episode_id, JudgmentRow.step, JudgmentRow.vote).where(
+                JudgmentRow.episode_id.in_(episodes)
+            )
+        ).tuples()
+    )
+    made = []
+    for r in rows:
+        slot = (r["episode_id"], r["step"], r["vote"])
+        if slot not in taken:
+            taken.add(slot)
+            made.append(JudgmentRow(**r))
     session.add_all(made)
     session.flush()
     return made
@@ -224,3 +266,32 @@ def judgments_of(*, session: Session, episode_id: int) -> list[JudgmentRow]:
             select(JudgmentRow).where(JudgmentRow.episode_id == episode_id).order_by(JudgmentRow.id)
         )
     )
+
+
+# -- model versions and expert hints -------------------------------------------------------
+def add_policy(*, session: Session, kind: str, **fields: Any) -> PolicyRow:
+    """Register the next version of ``kind`` (the caller holds the world lock)."""
+    last = session.scalar(select(func.max(PolicyRow.version)).where(PolicyRow.kind == kind))
+    row = PolicyRow(kind=kind, version=(last or 0) + 1, **fields)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def latest_policy(*, session: Session, kind: str) -> PolicyRow | None:
+    stmt = select(PolicyRow).where(PolicyRow.kind == kind).order_by(PolicyRow.version.desc())
+    return session.scalars(stmt.limit(1)).first()
+
+
+def list_policies(*, session: Session, kind: str | None, limit: int, cursor: str | None) -> Page:
+    stmt = select(PolicyRow)
+    if kind is not None:
+        stmt = stmt.where(PolicyRow.kind == kind)
+    return page(session, stmt, PolicyRow.id, limit=limit, cursor=cursor)
+
+
+def add_expert_hint(*, session: Session, **fields: Any) -> ExpertHintRow:
+    row = ExpertHintRow(**fields)
+    session.add(row)
+    session.flush()
+    return row

@@ -1,0 +1,141 @@
+"""The server-test harness: a real ``bigworld serve`` in a subprocess, a small HTTP helper
+and a snapshot of the database's state (hash and row counts)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import func, select
+
+from world.state import World
+from world.store import SqlBackend, make_engine, session_factory
+from world.store.models import Base
+
+REPO = Path(__file__).resolve().parents[2]
+ADMIN_TOKEN = "test-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """``bigworld serve`` in a subprocess of its own process group."""
+
+    def __init__(
+        self,
+        database_url: str,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        admin_token: str | None = ADMIN_TOKEN,
+        **env: str,
+    ) -> None:
+        self.admin_token = admin_token
+        self.database_url = database_url
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / f"server-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
+        env = {**inherited, "PYTHONPATH": str(REPO), **self.env}
+        cmd = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--database-url",
+            self.database_url,
+            "--log-level",
+            "warning",
+        ]
+        if self.admin_token is not None:
+            cmd += ["--admin-token", self.admin_token]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
+                )
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """kill -9, no goodbye."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+class Api:
+    """A bare httpx client with a token (tests look at raw statuses and bodies)."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=60.0)
+
+    def agent(self, name: str, role: str = "policy") -> Api:
+        reply = Api(str(self.http.base_url), ADMIN_TOKEN).http.post(
+            "/v1/agents", json={"name": name, "role": role}
+        )
+        assert reply.status_code == 201, reply.text
+        body = reply.json()
+        api = Api(str(self.http.base_url), body["token"])
+        api.id = body["id"]  # type: ignore[attr-defined]
+        return api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.http, name)
+
+
+def db_state(database_url: str) -> dict[str, Any]:
+    """The world's state hash and the row count of every table, read straight from the DB."""
+    engine = make_engine(database_url)
+    try:
+        with session_factory(engine)() as session:
+            out: dict[str, Any] = {"hash": World(SqlBackend(session)).state_hash()}
+            for table in Base.metadata.sorted_tables:
+                out[table.name] = session.scalar(select(func.count()).select_from(table))
+    finally:
+        engine.dispose()
+    return out
