@@ -46,24 +46,23 @@ class LanguageModel(Protocol):
 class TransformersModel:
     """A causal LM from a local directory, on CPU or GPU, through transformers."""
 
-    def __init__(self, path: Path, version: str = "init", device: str | None = None) -> None:
+    def __init__(self, path: Path, version: str | None = None, device: str | None = None) -> None:
         import torch
 
-        from agents.models.tiny import load_model
+        from agents.models.tiny import load_model, manifest_version
 
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model, self.tokenizer = load_model(path, self.device)
-        self.version = version
+        self.version = version if version is not None else manifest_version(path)
         # transformers renamed ``past_key_values`` to ``cache`` in its 5.x series
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def reload(self, path: Path, version: str) -> None:
-        from agents.models.tiny import load_model
+        from agents.models.tiny import load_weights
 
-        fresh, _ = load_model(path, self.device)
-        self.model.load_state_dict(fresh.state_dict())  # in place: same module, new weights
+        load_weights(self.model, path)  # in place: same module, new weights
         self.version = version
 
     def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +19,9 @@ import numpy as np
 
 from agents.backends import LanguageModel, Sampling, softmax_sample
 from agents.client import BigWorldClient, EpisodeStart, Record, StepResult
-from agents.errors import ClientError, ConflictError, NotFoundError, UnreachableError
+from agents.errors import ClientError, ConflictError, UnreachableError
 from agents.prompts import Turn, parse_choice, policy_prompt, rank_completion
+from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.policy")
 MODES = ("rank", "generate")
@@ -41,6 +41,7 @@ class Decision:
 
 class Policy(Protocol):
     version: str
+    has_weights: bool  # False: scripted; new registered versions do not concern it
 
     def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision: ...
 
@@ -49,6 +50,8 @@ class Policy(Protocol):
 
 class RandomPolicy:
     """Uniform over the admissible actions (a baseline)."""
+
+    has_weights = False
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
@@ -64,6 +67,8 @@ class RandomPolicy:
 
 class ExpertPolicy:
     """Follows the server's oracle hints (needs a trainer or admin token)."""
+
+    has_weights = False
 
     def __init__(self, expert_client: BigWorldClient) -> None:
         self.client = expert_client
@@ -84,6 +89,8 @@ class ExpertPolicy:
 class ModelPolicy:
     """A language model in ``rank`` mode (sample from the softmax of each action's
     log-likelihood) or ``generate`` mode (free text ending in ``\\boxed{k}``)."""
+
+    has_weights = True
 
     def __init__(
         self, model: LanguageModel, mode: str = "rank", sampling: Sampling | None = None
@@ -149,7 +156,11 @@ class PolicyRunner:
         self.client, self.policy, self.config = client, policy, config or RunnerConfig()
         self.stop = threading.Event()
         self.stats = RunnerStats()
-        self._last_poll = 0.0
+        self.watcher = (
+            VersionWatcher(client, self.config.kind, policy, self.config.poll_s)
+            if policy.has_weights
+            else None
+        )
 
     # -- resilience --------------------------------------------------------------------------
     def _patiently(self, call: Callable[[], object]) -> object:
@@ -165,21 +176,6 @@ class PolicyRunner:
                 log.warning("server unreachable (%s); retrying in %.1fs", exc, delay)
                 self.stop.wait(delay)
                 delay = min(self.config.reconnect_max_s, delay * 2)
-
-    def _maybe_reload(self) -> None:
-        now = time.monotonic()
-        if now - self._last_poll < self.config.poll_s:
-            return
-        self._last_poll = now
-        try:
-            latest = self.client.latest_policy(self.config.kind)
-        except (NotFoundError, UnreachableError):
-            return
-        version = str(latest["version"])
-        if version != self.policy.version and latest.get("path"):
-            self.policy.reload(Path(latest["path"]), version)
-            self.stats.reloads += 1
-            log.info("switched to %s version %s", self.config.kind, version)
 
     # -- episodes ----------------------------------------------------------------------------
     def _begin(self) -> tuple[EpisodeStart, int, list[Turn]]:
@@ -207,7 +203,8 @@ class PolicyRunner:
             if self.stop.is_set():
                 self._patiently(lambda: self._abandon(start.episode_id))
                 return None
-            self._maybe_reload()
+            if self.watcher is not None:
+                self.stats.reloads += self.watcher.check()
             prompt = policy_prompt(task_text, history, observation, admissible)
             decision = self.policy.decide(start.episode_id, prompt, admissible)
             index += 1

@@ -19,6 +19,7 @@ from agents import prompts
 from agents.backends import LanguageModel, Sampling
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, NotFoundError, UnreachableError
+from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.reward")
 
@@ -31,6 +32,7 @@ class Vote:
 
 class Judge(Protocol):
     version: str
+    has_weights: bool  # False: scripted; new registered versions do not concern it
 
     def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]: ...
 
@@ -39,6 +41,8 @@ class Judge(Protocol):
 
 class ModelJudge:
     """A generative reward model: m sampled answers per step."""
+
+    has_weights = True
 
     def __init__(
         self,
@@ -78,6 +82,8 @@ class HeuristicJudge:
     """Judges by the oracle's plan distance recorded with each step: a step is good when it
     brought the goal closer (or reached it). ``noise`` flips votes, deterministically, to
     stand in for an imperfect reward model in tests and baselines."""
+
+    has_weights = False
 
     def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
         self.noise, self.seed = noise, seed
@@ -126,6 +132,11 @@ class RewardRunner:
     ) -> None:
         self.client, self.judge, self.config = client, judge, config or RewardConfig()
         self.stop = threading.Event()
+        self.watcher = (
+            VersionWatcher(client, "reward", judge, self.config.reload_poll_s)
+            if judge.has_weights
+            else None
+        )
         self.judged_episodes = 0
         self.judged_steps = 0
 
@@ -159,9 +170,9 @@ class RewardRunner:
         return posted
 
     def run_once(self) -> int:
-        """Judge every finished, unjudged episode once; returns how many were judged."""
+        """Judge every ended episode with a step short of m votes; returns how many."""
         done = 0
-        for row in self.client.episodes(status="ended", judged="false"):
+        for row in self.client.episodes(needs_votes=self.config.votes):
             if self.stop.is_set():
                 break
             try:
@@ -174,6 +185,8 @@ class RewardRunner:
     def run(self) -> None:
         while not self.stop.is_set():
             try:
+                if self.watcher is not None:
+                    self.watcher.check()
                 if self.run_once() == 0:
                     self.stop.wait(self.config.poll_s)
             except UnreachableError:

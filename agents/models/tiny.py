@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -74,9 +75,38 @@ def init_model(kind: str, out: Path, spec: ModelSpec = ModelSpec()) -> Path:
     return out
 
 
+def manifest_version(path: Path) -> str:
+    """The registry version a model directory was saved as ("0" for a fresh tiny model or a
+    checkpoint from elsewhere)."""
+    manifest = Path(path) / MANIFEST
+    if not manifest.exists():
+        return "0"
+    version = json.loads(manifest.read_text()).get("version")
+    return "0" if version is None else str(version)
+
+
 def load_model(path: Path, device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a model directory (ours or any local Hugging Face checkpoint), offline."""
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
     model.eval()
     return model, tokenizer
+
+
+def load_weights(model: PreTrainedModel, path: Path) -> None:
+    """Copy the weights saved in ``path`` into ``model`` in place (same architecture).
+
+    Reads the safetensors shards directly: unlike ``from_pretrained`` this is safe to run in
+    several threads at once, and the module (and anything holding it) stays the same object.
+    """
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(Path(path).glob("*.safetensors")):
+        state.update(load_file(shard, device=str(model.device)))
+    if not state:
+        raise FileNotFoundError(f"expected *.safetensors weights in {path}, found none")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+    if unexpected or set(missing) - tied:
+        raise ValueError(
+            f"weights in {path} do not fit: missing {missing}, unexpected {unexpected}"
+        )

@@ -1,0 +1,166 @@
+"""Policy and reward agents with tiny models running together against a live server: judged
+episodes, stored prompts and versions, flagged parse failures, a server crash that loses and
+duplicates nothing, and a new policy version that running agents switch to."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from live import live_server
+
+from agents.backends import Sampling, TransformersModel
+from agents.client import BigWorldClient
+from agents.models.tiny import MANIFEST, ModelSpec, init_model
+from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
+from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
+
+torch = pytest.importorskip("torch")
+VOTES = 3
+SPEC = ModelSpec(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    vocab_size=512,
+)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("models")
+    return {kind: init_model(kind, root / kind, SPEC) for kind in ("policy", "reward")}
+
+
+def _publish(source: Path, out: Path, version: int) -> Path:
+    """A 'trained' copy of a model: perturbed weights saved as a new version."""
+    shutil.copytree(source, out)
+    model = TransformersModel(out, device="cpu")
+    with torch.no_grad():
+        for p in model.model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    model.model.save_pretrained(out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    (out / MANIFEST).write_text(json.dumps({**manifest, "version": version}))
+    return out
+
+
+def _until(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def test_agents_play_judge_survive_a_crash_and_switch_versions(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    torch.set_num_threads(1)
+    with live_server(tmp_path / "data", env={"BIGWORLD_STEP_BUDGET": "5"}) as server:
+        admin = BigWorldClient(server.url, server.admin_token)
+        creds = [admin.create_agent(f"ann{i}", "policy") for i in range(4)]
+        judge_creds = admin.create_agent("rex", "reward")
+        trainer = BigWorldClient(server.url, admin.create_agent("tia", "trainer").token)
+        quick = Sampling(temperature=1.0, max_new_tokens=12, seed=1)
+        runners = [
+            PolicyRunner(
+                BigWorldClient(server.url, c.token),
+                ModelPolicy(
+                    TransformersModel(models["policy"], device="cpu"),
+                    "generate" if i == 3 else "rank",
+                    quick,
+                ),
+                RunnerConfig(poll_s=0.5),
+            )
+            for i, c in enumerate(creds)
+        ]
+        judge = RewardRunner(
+            BigWorldClient(server.url, judge_creds.token),
+            ModelJudge(TransformersModel(models["reward"], device="cpu"), Sampling(1.0, 8, 0)),
+            RewardConfig(votes=VOTES, poll_s=0.2),
+        )
+        threads = [threading.Thread(target=r.run, daemon=True) for r in [*runners, judge]]
+        for t in threads:
+            t.start()
+        assert _until(lambda: sum(r.stats.steps for r in runners) >= 20, 60)
+        server.kill()  # a crash mid-run, then the same server comes back
+        time.sleep(1.0)
+        server.start()
+        steps_at_switch = sum(r.stats.steps for r in runners)
+        new = _publish(models["policy"], tmp_path / "policy-v1", 1)
+        assert trainer.register_policy(kind="policy", path=str(new), parent=None)["version"] == 1
+        assert _until(lambda: all(r.stats.reloads >= 1 for r in runners), 30)
+        assert _until(lambda: sum(r.stats.steps for r in runners) >= steps_at_switch + 20, 60)
+        for r in runners:
+            r.stop.set()
+        for t in threads[:-1]:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads[:-1])
+        # The reward agent catches up with every ended episode, then stops.
+        assert _until(lambda: not list(admin.episodes(needs_votes=VOTES)), 120)
+        judge.stop.set()
+        threads[-1].join(timeout=30)
+
+        episodes = [admin.episode(e["id"]) for e in admin.episodes()]
+        assert episodes and all(
+            e["status"] != "open" for e in episodes
+        )  # stopped runners abandoned theirs
+        acknowledged = sum(r.stats.steps for r in runners)
+        stored = [s for e in episodes for s in e["steps"]]
+        assert len(stored) == acknowledged  # nothing lost, nothing applied twice
+        for e in episodes:
+            assert [s["step"] for s in e["steps"]] == list(range(1, e["last_step"] + 1))
+            votes = {(j["step"], j["vote"]) for j in e["judgments"]}
+            assert votes == {(s["step"], j) for s in e["steps"] for j in range(VOTES)}
+        assert all(s["prompt"] and s["completion"] and s["policy_version"] for s in stored)
+        assert {s["policy_version"] for s in stored} == {"0", "1"}
+        by_agent = {
+            c.id: [s for e in episodes if e["agent_id"] == c.id for s in e["steps"]] for c in creds
+        }
+        flagged = 0
+        for e in (e for e in episodes if e["agent_id"] == creds[3].id):
+            offered = e["admissible_actions"]  # what the policy was offered before each step
+            for s in e["steps"]:
+                if s["parse_failed"]:  # an unusable answer falls back to action 1, flagged
+                    flagged += 1
+                    assert s["action"] == offered[0]
+                offered = s["admissible_actions"]
+        assert flagged, "the generate-mode tiny model should fail to box an answer"
+        assert not any(s["parse_failed"] for c in creds[:3] for s in by_agent[c.id])
+
+
+def test_heuristic_judge_scores_by_recorded_oracle_distance(tmp_path: Path) -> None:
+    env = {"BIGWORLD_STEP_BUDGET": "6", "BIGWORLD_RECORD_DISTANCE": "true"}
+    with live_server(tmp_path / "data", env=env) as server:
+        admin = BigWorldClient(server.url, server.admin_token)
+        policy = PolicyRunner(
+            BigWorldClient(server.url, admin.create_agent("ann", "policy").token),
+            RandomPolicy(3),
+            RunnerConfig(max_episodes=3),
+        )
+        policy.run()
+        judge = RewardRunner(
+            BigWorldClient(server.url, admin.create_agent("rex", "reward").token),
+            HeuristicJudge(),
+            RewardConfig(votes=2),
+        )
+        assert judge.run_once() == 3
+        for summary in admin.episodes():
+            e = admin.episode(summary["id"])
+            before = e["distance"]
+            for s in e["steps"]:
+                scores = {j["score"] for j in e["judgments"] if j["step"] == s["step"]}
+                want = (
+                    1
+                    if s["success"] or (s["distance"] is not None and s["distance"] < before)
+                    else -1
+                )
+                assert scores == {want}
+                before = s["distance"]
