@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,8 @@ class RunnerStats:
     reconnects: int = 0
     parse_failures: int = 0
     versions: set[str] = field(default_factory=set)
+    model_s: float = 0.0  # wall seconds spent choosing actions
+    server_s: float = 0.0  # wall seconds spent waiting for step answers
 
 
 class PolicyRunner:
@@ -206,7 +209,9 @@ class PolicyRunner:
             if self.watcher is not None:
                 self.stats.reloads += self.watcher.check()
             prompt = policy_prompt(task_text, history, observation, admissible)
+            thinking = time.perf_counter()
             decision = self.policy.decide(start.episode_id, prompt, admissible)
+            self.stats.model_s += time.perf_counter() - thinking
             index += 1
             record = {
                 "policy_version": self.policy.version,
@@ -217,6 +222,7 @@ class PolicyRunner:
             self.stats.parse_failures += decision.parse_failed
             self.stats.versions.add(self.policy.version)
             try:
+                sending = time.perf_counter()
                 result: StepResult = self._patiently(  # type: ignore[assignment]
                     lambda i=index, d=decision, r=record: self.client.step(
                         start.episode_id, i, d.action, record=r
@@ -225,6 +231,7 @@ class PolicyRunner:
             except ConflictError as exc:  # ended under us (idle timeout): start afresh
                 log.warning("episode %s ended under us: %s", start.episode_id, exc)
                 return None
+            self.stats.server_s += time.perf_counter() - sending
             self.stats.steps += 1
             history.append(Turn(decision.action, result.observation))
             observation, admissible = result.observation, result.admissible_actions
