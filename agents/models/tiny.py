@@ -18,7 +18,6 @@ from transformers import (
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -88,11 +87,7 @@ def manifest_version(path: Path) -> str:
 
 def load_model(path: Path, device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a model directory (ours or any local Hugging Face checkpoint), offline."""
-    # Our tokenizers load as they were trained: AutoTokenizer would pick the class of the
-    # model architecture (Qwen2's), which adds special tokens the model has no embedding for.
-    ours = (Path(path) / MANIFEST).exists()
-    loader = PreTrainedTokenizerFast if ours else AutoTokenizer
-    tokenizer = loader.from_pretrained(path, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
     model.eval()
     return model, tokenizer

@@ -13,7 +13,9 @@ from transformers import PreTrainedTokenizerFast
 
 from world.vocabulary import corpus
 
-SPECIAL_TOKENS = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "pad_token": "<|pad|>"}
+# "<|endoftext|>" is the end token Qwen2 tokenizer classes expect: with it in the vocabulary,
+# loading our tokenizer as a Qwen2 one (AutoTokenizer, vLLM) adds no token the model lacks.
+SPECIAL_TOKENS = {"bos_token": "<|bos|>", "eos_token": "<|endoftext|>", "pad_token": "<|pad|>"}
 DEFAULT_VOCAB_SIZE = 1024
 
 
