@@ -1,7 +1,7 @@
 # bigworld: every target sets itself up on first use.
 #   make install   create .venv (if missing) and install the project, once
 #   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
-#   make test      ruff, then the whole test suite
+#   make test      ruff (lint and format), mypy on the world, then the whole test suite
 #   make bench     run the benchmarks in bench/
 #   make clean     remove the virtual environment and caches (never the world's data)
 
@@ -28,10 +28,16 @@ serve: install
 
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
+# The CPU benchmarks; bench/gpu_check.py needs a CUDA GPU and runs only where there is one.
 bench: install
-	for script in bench/*.py; do $(PYTHON) "$$script" || exit 1; done
+	for script in bench/world_bench.py bench/server_bench.py bench/agents_bench.py; do \
+		$(PYTHON) "$$script" || exit 1; \
+	done
+	if command -v nvidia-smi >/dev/null 2>&1; then $(PYTHON) bench/gpu_check.py; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -63,8 +63,12 @@ def populate(seed: int) -> MemoryBackend:
     return backend
 
 
-def play(backend: MemoryBackend, steps: int, chooser: random.Random,
-         allow: Callable[[str], bool] = lambda text: True) -> list[float]:
+def play(
+    backend: MemoryBackend,
+    steps: int,
+    chooser: random.Random,
+    allow: Callable[[str], bool] = lambda text: True,
+) -> list[float]:
     """Random admissible actions, avatars in turn; returns the seconds each step took
     (open a World, step, commit), not counting the choice of the action."""
     options: dict[str, tuple[str, ...]] = {}
@@ -91,9 +95,15 @@ def bench_steps(cfg: Config) -> list[Row]:
     timings = play(backend, cfg.steps, random.Random(1))
     wall = time.perf_counter() - start
     return [
-        Row("steps per second (random admissible, 4 avatars)", f"{cfg.steps / wall:,.0f}",
-            f"{cfg.steps} steps, {len(backend.regions)} regions generated on the way"),
-        Row("  step time median / p95", f"{ms(statistics.median(timings))} / {ms(quantile(timings, 0.95))}"),
+        Row(
+            "steps per second (random admissible, 4 avatars)",
+            f"{cfg.steps / wall:,.0f}",
+            f"{cfg.steps} steps, {len(backend.regions)} regions generated on the way",
+        ),
+        Row(
+            "  step time median / p95",
+            f"{ms(statistics.median(timings))} / {ms(quantile(timings, 0.95))}",
+        ),
     ]
 
 
@@ -113,10 +123,16 @@ def bench_regions(cfg: Config) -> list[Row]:
         places.append(region.n_places)
         things.append(len(changes.things))
     return [
-        Row("region generation median / p95", f"{ms(statistics.median(gen_times))} / {ms(quantile(gen_times, 0.95))}",
-            f"{cfg.regions} regions, {statistics.mean(places):.1f} places and {statistics.mean(things):.0f} things each"),
-        Row("  commit of a new region median / p95",
-            f"{ms(statistics.median(commit_times))} / {ms(quantile(commit_times, 0.95))}", "in memory"),
+        Row(
+            "region generation median / p95",
+            f"{ms(statistics.median(gen_times))} / {ms(quantile(gen_times, 0.95))}",
+            f"{cfg.regions} regions, {statistics.mean(places):.1f} places and {statistics.mean(things):.0f} things each",
+        ),
+        Row(
+            "  commit of a new region median / p95",
+            f"{ms(statistics.median(commit_times))} / {ms(quantile(commit_times, 0.95))}",
+            "in memory",
+        ),
     ]
 
 
@@ -124,7 +140,9 @@ def bench_oracle(cfg: Config) -> list[Row]:
     try:
         from world import oracle, tasks
     except ImportError as exc:
-        return [Row("oracle planning", "skipped", f"world.oracle/world.tasks not importable: {exc}")]
+        return [
+            Row("oracle planning", "skipped", f"world.oracle/world.tasks not importable: {exc}")
+        ]
     from world.errors import TaskError
 
     backend = populate(cfg.seed)
@@ -156,8 +174,13 @@ def bench_oracle(cfg: Config) -> list[Row]:
         note = f"n={len(times)}, plan length {statistics.mean(lengths):.1f}, expanded {statistics.mean(expanded):.0f}"
         if misses:
             note += f", {misses} samples found no task"
-        rows.append(Row(f"oracle plan: {family} median / p95",
-                        f"{ms(statistics.median(times))} / {ms(quantile(times, 0.95))}", note))
+        rows.append(
+            Row(
+                f"oracle plan: {family} median / p95",
+                f"{ms(statistics.median(times))} / {ms(quantile(times, 0.95))}",
+                note,
+            )
+        )
     return rows
 
 
@@ -171,24 +194,39 @@ def bench_world_size(cfg: Config) -> list[Row]:
         backend = populate(cfg.seed)
         side = int(size**0.5)
         coords = [(x - side // 2, y - side // 2) for x in range(side) for y in range(side)]
-        coords = coords[:size] if size > 10 else [(0, 0), *[(x, y) for x in (-1, 0, 1) for y in (-2, -1, 1, 2)]][:size]
+        coords = (
+            coords[:size]
+            if size > 10
+            else [(0, 0), *[(x, y) for x in (-1, 0, 1) for y in (-2, -1, 1, 2)]][:size]
+        )
         for start in range(0, len(coords), 200):
             world = World(backend)
-            for rx, ry in coords[start:start + 200]:
+            for rx, ry in coords[start : start + 200]:
                 world.region(rx, ry)
             world.commit()
-        timings = play(backend, cfg.size_steps, random.Random(4), allow=lambda t: not t.endswith(" road"))
+        timings = play(
+            backend, cfg.size_steps, random.Random(4), allow=lambda t: not t.endswith(" road")
+        )
         results[size] = (len(backend.regions), len(backend.things), timings)
     (small_n, small_things, small), (big_n, big_things, big) = results.values()
     ratio = statistics.median(big) / statistics.median(small)
     tail = quantile(big, 0.99) / quantile(small, 0.99)
     return [
-        Row(f"step at {small_n:,} regions median / p99", f"{ms(statistics.median(small))} / {ms(quantile(small, 0.99))}",
-            f"{small_things:,} things"),
-        Row(f"step at {big_n:,} regions median / p99", f"{ms(statistics.median(big))} / {ms(quantile(big, 0.99))}",
-            f"{big_things:,} things"),
-        Row("  ratio large / small (median, p99)", f"{ratio:.2f}x, {tail:.2f}x",
-            "about 1 means the step does not grow with the world"),
+        Row(
+            f"step at {small_n:,} regions median / p99",
+            f"{ms(statistics.median(small))} / {ms(quantile(small, 0.99))}",
+            f"{small_things:,} things",
+        ),
+        Row(
+            f"step at {big_n:,} regions median / p99",
+            f"{ms(statistics.median(big))} / {ms(quantile(big, 0.99))}",
+            f"{big_things:,} things",
+        ),
+        Row(
+            "  ratio large / small (median, p99)",
+            f"{ratio:.2f}x, {tail:.2f}x",
+            "about 1 means the step does not grow with the world",
+        ),
     ]
 
 

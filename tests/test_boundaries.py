@@ -70,5 +70,7 @@ def test_server_process_loads_no_model_code() -> None:
         "{'torch', 'transformers', 'vllm', 'agents'})\n"
         "print(','.join(heavy))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == ""

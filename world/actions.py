@@ -79,7 +79,9 @@ def validate(text: object) -> str:
         raise ActionError(f"expected action text as a string, got {type(text).__name__}")
     if len(text) > MAX_ACTION_CHARS:
         raise ActionError(f"expected at most {MAX_ACTION_CHARS} characters, got {len(text)}")
-    bad = [c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") and c != " "]
+    bad = [
+        c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") and c != " "
+    ]
     if bad:
         raise ActionError(f"expected printable text, got control character {bad[0]!r}")
     normal = " ".join(text.split()).lower()

@@ -79,12 +79,12 @@ def settle(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> bool:
 
 def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> None:
     attrs = thing.attrs
-    temp_until = int(attrs.get("temp_until", now))  # heated or cooled until this tick
+    temp_until = thing.count("temp_until", now)  # heated or cooled until this tick
     spoil_ticks = rules.objects[thing.type].spoil_ticks
     if spoil_ticks is not None and "fresh" in attrs:
         cold_until = temp_until if attrs.get("temp") == COLD else None
         chilled = bool(attrs.get("chilled"))  # inside a cooling receptacle
-        anchored_cold = int(attrs.get("fresh_cold_until", thing.tick))
+        anchored_cold = thing.count("fresh_cold_until", thing.tick)
         if (
             attrs.get("fresh_last") != attrs["fresh"]
             or attrs.get("fresh_chilled") != chilled
@@ -92,17 +92,17 @@ def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> Non
             or (cold_until is None and anchored_cold > thing.tick)  # cooling cut short
         ):
             attrs["fresh_tick"] = thing.tick
-            attrs["fresh_base"] = float(attrs["fresh"])
+            attrs["fresh_base"] = thing.number("fresh")
             attrs["fresh_chilled"] = chilled
             attrs["fresh_cold_until"] = cold_until if cold_until is not None else thing.tick
-        anchor_tick, cold_end = int(attrs["fresh_tick"]), int(attrs["fresh_cold_until"])
+        anchor_tick, cold_end = thing.count("fresh_tick"), thing.count("fresh_cold_until")
         loss = 0.0
         for lo, hi, version, _season in segments(meta, anchor_tick, now):
             cold_ticks = hi - lo if chilled else max(0, min(hi, cold_end) - lo)
             warm_ticks = (hi - lo) - cold_ticks
             rate = FRESH / spoil_ticks * version.spoil_rate
             loss += rate * (warm_ticks + cold_ticks * version.cold_spoil_factor)
-        attrs["fresh"] = attrs["fresh_last"] = round(max(0.0, float(attrs["fresh_base"]) - loss), 3)
+        attrs["fresh"] = attrs["fresh_last"] = round(max(0.0, thing.number("fresh_base") - loss), 3)
     if attrs.get("temp") in (HOT, COLD) and now >= temp_until:
         attrs["temp"] = ROOM
         attrs.pop("temp_until", None)
@@ -111,12 +111,12 @@ def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> Non
 def _settle_resource(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> None:
     attrs = thing.attrs
     spec = rules.resources[thing.type]
-    stock = float(attrs.get("stock", 0.0))
+    stock = thing.number("stock")
     if attrs.get("stock_last") != attrs.get("stock"):
         attrs["stock_tick"], attrs["stock_base"] = thing.tick, stock
-    base = float(attrs["stock_base"])
+    base = thing.number("stock_base")
     if base < spec.stock:
-        for lo, hi, version, season in segments(meta, int(attrs["stock_tick"]), now):
+        for lo, hi, version, season in segments(meta, thing.count("stock_tick"), now):
             if season not in spec.dormant_seasons:
                 base += (hi - lo) * version.regrow_rate / spec.regrow_ticks
     attrs["stock"] = attrs["stock_last"] = round(min(float(spec.stock), base), 3)
@@ -128,7 +128,7 @@ def temperature_until(version: RulesVersion, now: int) -> int:
 
 
 def is_rotten(thing: Thing) -> bool:
-    return "fresh" in thing.attrs and float(thing.attrs["fresh"]) <= 0.0
+    return "fresh" in thing.attrs and thing.number("fresh") <= 0.0
 
 
 def season_index(season: str) -> int:

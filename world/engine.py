@@ -139,25 +139,23 @@ def _describe_thing(view: View, thing: Thing) -> str:
             parts.append(f"The {thing.label} is {'on' if thing.attrs.get('on') else 'off'}.")
         return " ".join(parts)
     if thing.kind == "resource":
-        spec = view.rules.resources[thing.type]
-        stock = int(float(thing.attrs.get("stock", 0)))
-        return (
-            f"The {thing.label} has {stock} {spec.yields} left. Gathering it needs a {spec.tool}."
-        )
+        source = view.rules.resources[thing.type]
+        stock = thing.count("stock")
+        return f"The {thing.label} has {stock} {source.yields} left. Gathering it needs a {source.tool}."
     attrs = thing.attrs
     words = ["clean" if attrs.get("clean", True) else "dirty"]
     if attrs.get("temp") in (dynamics.HOT, dynamics.COLD):
         words.append(str(attrs["temp"]))
     text = f"This is a {', '.join(words)} {thing.label}."
     if "fresh" in attrs:
-        fresh = float(attrs["fresh"])
+        fresh = thing.number("fresh")
         state = "rotten" if fresh <= 0 else "stale" if fresh < 40 else "fresh"
         text += f" It is {state}."
     if "durability" in attrs:
         text += (
             " It is broken." if attrs.get("broken") else f" It has {attrs['durability']} uses left."
         )
-    if int(attrs.get("quantity", 1)) > 1:
+    if thing.quantity > 1:
         text += f" There are {attrs['quantity']} of them."
     return text
 
@@ -205,7 +203,7 @@ def _go(view: View, action: Action, apply: bool) -> str:
 def _check_enterable(world: World, target: Place) -> None:
     if world.season not in world.rules.places[target.kind].seasons:
         raise Rejected(f"{target.name} cannot be entered in {world.season}")
-    if int(target.attrs.get("flooded_until", -1) or -1) > world.tick:
+    if int(target.attrs.get("flooded_until") or -1) > world.tick:
         raise Rejected(f"{target.name} is flooded")
 
 
@@ -319,7 +317,7 @@ def _gather(view: View, action: Action, apply: bool) -> str:
     spec = world.rules.resources[resource.type]
     if spec.tool not in world.rules.objects[tool.type].tags or tool.attrs.get("broken"):
         raise Rejected(f"{tool.label} cannot gather from {resource.label}")
-    if float(resource.attrs.get("stock", 0)) < 1:
+    if resource.number("stock") < 1:
         raise Rejected(f"{resource.label} is exhausted")
     if spec.daylight_only and not world.dynamics.is_day(world.tick):
         raise Rejected("too dark")
@@ -327,11 +325,11 @@ def _gather(view: View, action: Action, apply: bool) -> str:
     if stack is None and view.free_slots < 1:
         raise Rejected("hands full")
     if apply:
-        resource.attrs["stock"] = round(float(resource.attrs["stock"]) - 1, 3)
+        resource.attrs["stock"] = round(resource.number("stock") - 1, 3)
         world.touch(resource)
         _wear(world, tool)
         if stack is not None:
-            stack.attrs["quantity"] = int(stack.attrs.get("quantity", 1)) + 1
+            stack.attrs["quantity"] = stack.quantity + 1
             world.touch(stack)
         else:
             world.create_thing(spec.yields, holder=view.avatar.id)
@@ -342,7 +340,7 @@ def _stack_for(view: View, type_name: str) -> Thing | None:
     """A held stack of ``type_name`` with room for one more unit, if any."""
     limit = view.rules.objects[type_name].stack
     for thing in view.held:
-        if thing.type == type_name and int(thing.attrs.get("quantity", 1)) < limit:
+        if thing.type == type_name and thing.quantity < limit:
             return thing
     return None
 
@@ -350,7 +348,7 @@ def _stack_for(view: View, type_name: str) -> Thing | None:
 def _wear(world: World, tool: Thing) -> None:
     if "durability" not in tool.attrs:
         return
-    left = max(0, int(tool.attrs["durability"]) - world.dynamics.wear_per_use)
+    left = max(0, tool.count("durability") - world.dynamics.wear_per_use)
     tool.attrs["durability"] = left
     if left == 0:
         tool.attrs["broken"] = True
@@ -370,19 +368,19 @@ def _craft(view: View, action: Action, apply: bool) -> str:
         for thing in view.held:
             if thing.type != type_name or need == 0 or dynamics.is_rotten(thing):
                 continue
-            take = min(need, int(thing.attrs.get("quantity", 1)))
+            take = min(need, thing.quantity)
             consumed.append((thing, take))
             need -= take
         if need:
             raise Rejected(f"missing {need} {type_name}")
-    emptied = sum(1 for t, n in consumed if n == int(t.attrs.get("quantity", 1)))
+    emptied = sum(1 for t, n in consumed if n == t.quantity)
     spec = rules.objects[recipe.output]
     slots = 1 if spec.stack >= recipe.count else recipe.count
     if view.free_slots + emptied < slots:
         raise Rejected("hands full")
     if apply:
         for thing, take in consumed:
-            left = int(thing.attrs.get("quantity", 1)) - take
+            left = thing.quantity - take
             if left:
                 thing.attrs["quantity"] = left
                 world.touch(thing)
@@ -414,7 +412,7 @@ def _eat(view: View, action: Action, apply: bool) -> str:
     if "edible" not in view.rules.objects[thing.type].tags or dynamics.is_rotten(thing):
         raise Rejected(f"{thing.label} is not edible")
     if apply:
-        quantity = int(thing.attrs.get("quantity", 1))
+        quantity = thing.quantity
         if quantity > 1:
             thing.attrs["quantity"] = quantity - 1
             view.world.touch(thing)

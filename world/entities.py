@@ -75,6 +75,20 @@ class Thing:
     def label(self) -> str:
         return f"{self.type} {self.num}"
 
+    def number(self, name: str, default: float = 0.0) -> float:
+        """A numeric attribute (freshness, stock, ticks) as a float."""
+        value = self.attrs.get(name, default)
+        return float(value) if isinstance(value, int | float) else default
+
+    def count(self, name: str, default: int = 0) -> int:
+        """An integer attribute (quantity, durability, ticks)."""
+        return int(self.number(name, default))
+
+    @property
+    def quantity(self) -> int:
+        """Units in this thing (a stack of 3 wood is 3)."""
+        return self.count("quantity", 1)
+
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Thing:
         """The inverse of :meth:`row`."""

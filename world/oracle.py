@@ -46,9 +46,7 @@ from world.tasks import (
     PLACE_CONDITION,
     Task,
     goal_met,
-    quantity,
     satisfies,
-    stock,
 )
 
 MAX_ACTIONS = 150  # longest plan the oracle builds
@@ -303,7 +301,7 @@ class _Sim:
         rules = self.snap.rules
         yields = rules.resources[resource.type].yields
         limit = rules.objects[yields].stack
-        if not any(t.type == yields and quantity(t) < limit for t in self.held()):
+        if not any(t.type == yields and t.quantity < limit for t in self.held()):
             self.make_room(keep | {tool.type, yields})
         action = Action("gather", resource.label, tool.label)
         for _ in range(self.world.dynamics.day_length):
@@ -571,14 +569,14 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     if target is None:
         return None
     have = sum(
-        quantity(t)
+        t.quantity
         for t in snap.things.values()
         if t.container == target.id and t.type == p["yields"]
     )
     missing = p["baseline"] + p["units"] - have
     if missing <= 0:
         return Plan((), 0)
-    held = sum(quantity(t) for t in snap.held() if t.type == p["yields"])
+    held = sum(t.quantity for t in snap.held() if t.type == p["yields"])
     missing -= held  # units in hand count as soon as they are put in
     options: list[tuple[float, Builder]] = []
     if missing <= 0:
@@ -587,7 +585,7 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     for resource in snap.things.values() if missing > 0 else ():
         if resource.kind != "resource" or snap.rules.resources[resource.type].yields != p["yields"]:
             continue
-        if int(stock(resource)) < missing:
+        if resource.count("stock") < missing:
             continue
         spec = snap.rules.resources[resource.type]
         assert resource.place is not None
@@ -620,7 +618,7 @@ def _gather_builder(
             for _ in range(count):
                 sim.gather(resource, tool, keep)
         stacks = sorted(
-            (t for t in sim.held() if t.type == p["yields"]), key=lambda t: (-quantity(t), t.id)
+            (t for t in sim.held() if t.type == p["yields"]), key=lambda t: (-t.quantity, t.id)
         )
         for thing in stacks:  # biggest stacks first, and no more than the goal needs
             if goal_met(sim.world, task, sim.me):
@@ -647,14 +645,14 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
     have: Counter[str] = Counter()
     for thing in snap.held():
         if not dynamics.is_rotten(thing):
-            have[thing.type] += quantity(thing)
+            have[thing.type] += thing.quantity
     loose: dict[str, list[Thing]] = {}
     for thing in snap.loose():
         if not dynamics.is_rotten(thing):
             loose.setdefault(thing.type, []).append(thing)
     for things in loose.values():
         things.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
-    left = {t.id: int(stock(t)) for t in snap.things.values() if t.kind == "resource"}
+    left = {t.id: t.count("stock") for t in snap.things.values() if t.kind == "resource"}
     needs = _Needs()
     held_tags = {
         tag for t in snap.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags
@@ -670,7 +668,7 @@ def _expand(snap: Snapshot, item: str, prefer_loose: bool) -> _Needs | None:
             while units > 0 and loose.get(type_name):
                 thing = loose[type_name].pop(0)
                 needs.takes.append(thing.id)
-                units -= quantity(thing)
+                units -= thing.quantity
             if units < 0:
                 have[type_name] += -units
                 units = 0
@@ -732,7 +730,7 @@ def _craft_builder(task: Task, needs: _Needs) -> Builder:
             held: Counter[str] = Counter()
             for thing in sim.held():
                 if not dynamics.is_rotten(thing):
-                    held[thing.type] += quantity(thing)
+                    held[thing.type] += thing.quantity
             return all(held[k] >= n for k, n in rules.recipes[name].inputs.items())
 
         def station_here(name: str) -> bool:
@@ -918,7 +916,7 @@ def _examine_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]
 def _craft_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     held: Counter[str] = Counter()
     for thing in snap.held():
-        held[thing.type] += quantity(thing)
+        held[thing.type] += thing.quantity
     # Picking up one that lies close by would do: that is not a crafting task.
     here = snap.me.place
     lying = {t.type for t in snap.loose() if snap.dist(here, snap.where(t)) <= CRAFT_CLEARANCE}
@@ -934,7 +932,7 @@ def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
         (t for t in snap.things.values() if t.kind == "resource"), key=lambda t: t.id
     ):
         spec = snap.rules.resources[resource.type]
-        units = int(stock(resource))
+        units = resource.count("stock")
         if units < 1 or not _tools(snap, spec.tool, 1):
             continue
         assert resource.place is not None
@@ -957,7 +955,7 @@ def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
                 "receptacle_label": receptacle.label,
                 **_names(snap, receptacle.place),
                 "units": 1 + (resource.id + receptacle.id) % min(3, units),
-                "baseline": sum(quantity(t) for t in inside if t.type == spec.yields),
+                "baseline": sum(t.quantity for t in inside if t.type == spec.yields),
             }
             yield params
 
@@ -968,7 +966,7 @@ def _cooperate_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any
             continue
         theirs: Counter[str] = Counter()
         for thing in snap.held(other.id):
-            theirs[thing.type] += quantity(thing)
+            theirs[thing.type] += thing.quantity
         for type_name in _types_near(snap):
             yield {
                 "object": type_name,

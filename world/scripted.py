@@ -49,7 +49,9 @@ class OracleAgent:
     acted), when the next planned action is not admissible, or when its plan ran out.
     """
 
-    def __init__(self, world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self, world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDGET
+    ) -> None:
         self.world = world
         self.task = task
         self.avatar_id = avatar_id

@@ -518,7 +518,7 @@ class MemoryBackend:
             yield "region", dataclasses.asdict(self.regions[key])
         for key in sorted(self.places):
             yield "place", dataclasses.asdict(self.places[key])
-        for key in sorted(self.things):
-            yield "thing", self.things[key].row()
+        for thing_id in sorted(self.things):
+            yield "thing", self.things[thing_id].row()
         for key in sorted(self.avatars):
             yield "avatar", dataclasses.asdict(self.avatars[key])

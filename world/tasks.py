@@ -200,19 +200,9 @@ def satisfies(thing: Thing, condition: str | None, tick: int) -> bool:
     return temperature(thing, tick) == condition
 
 
-def quantity(thing: Thing) -> int:
-    """Units in a thing (a stack of 3 wood is 3)."""
-    return int(cast(int, thing.attrs.get("quantity", 1)))
-
-
-def stock(thing: Thing) -> float:
-    """Units left in a resource, as stored (regrowth is fractional)."""
-    return float(cast(float, thing.attrs.get("stock", 0.0)))
-
-
 def units(things: list[Thing], type_name: str) -> int:
     """Units of a type among things (a stack of 3 wood is 3 units)."""
-    return sum(quantity(t) for t in things if t.type == type_name)
+    return sum(t.quantity for t in things if t.type == type_name)
 
 
 def contents(world: World, place_id: str, receptacle: int) -> list[Thing]:

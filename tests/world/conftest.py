@@ -65,8 +65,15 @@ class Sim:
             avatar.place = place
             world.touch(avatar)
 
-    def spawn(self, type_name: str, *, into: str | None = None, holder: str | None = None,
-              place: str = KITCHEN, **attrs: Any) -> Thing:
+    def spawn(
+        self,
+        type_name: str,
+        *,
+        into: str | None = None,
+        holder: str | None = None,
+        place: str = KITCHEN,
+        **attrs: Any,
+    ) -> Thing:
         """Create a thing held by ``holder``, inside receptacle label ``into`` at ``place``, or
         (for receptacles and resources) standing in ``place``. Extra attributes are set."""
         with self.tx() as world:

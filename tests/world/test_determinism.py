@@ -72,7 +72,9 @@ def test_replaying_the_event_log_reproduces_the_hash(make_sim, seed: int, script
     replayed = _replay(make_sim, seed, inputs)
     assert replayed.hash() == original.hash()
     # The replay never observed, so its log lacks the reads' settling; the inputs match.
-    assert [e.payload for e in replayed.backend.events if e.kind in REPLAYED] == [e.payload for e in inputs]
+    assert [e.payload for e in replayed.backend.events if e.kind in REPLAYED] == [
+        e.payload for e in inputs
+    ]
 
 
 def test_replay_of_a_prefix_reproduces_the_state_at_that_point(make_sim) -> None:
@@ -114,4 +116,6 @@ def test_rng_is_a_pure_function_of_its_key() -> None:
     assert len(draws) == 100 and all(0 <= d < 1 for d in draws)
     assert rng.uniform(1, 2, "thing:3", "x") != rng.uniform(2, 2, "thing:3", "x")
     assert rng.uniform(1, 2, "thing:3", "x") != rng.uniform(1, 2, "thing:3", "y")
-    assert list(rng.rng(1, 2, "e", "p").integers(0, 1000, 5)) == list(rng.rng(1, 2, "e", "p").integers(0, 1000, 5))
+    assert list(rng.rng(1, 2, "e", "p").integers(0, 1000, 5)) == list(
+        rng.rng(1, 2, "e", "p").integers(0, 1000, 5)
+    )

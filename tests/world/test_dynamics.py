@@ -50,14 +50,18 @@ def test_food_in_a_fridge_spoils_slower(sim, rules: Rules) -> None:
     put = sim.tick - 1  # an action takes effect at the tick before the one its step reports
     sim.skip(1000)
     warm_before = (put - born) * APPLE_RATE
-    assert _fresh(sim, inside.id) == pytest.approx(100 - warm_before - (sim.tick - put) * APPLE_RATE * factor, abs=1e-3)
+    assert _fresh(sim, inside.id) == pytest.approx(
+        100 - warm_before - (sim.tick - put) * APPLE_RATE * factor, abs=1e-3
+    )
     assert _fresh(sim, outside.id) == pytest.approx(100 - (sim.tick - born) * APPLE_RATE, abs=1e-3)
     # Taken out, it spoils at room speed again.
     assert sim.step("a", f"take {inside.label} from fridge 1").accepted
     taken = sim.tick - 1
     assert "chilled" not in sim.thing(inside.id).attrs
     sim.skip(100)
-    expected = 100 - warm_before - (taken - put) * APPLE_RATE * factor - (sim.tick - taken) * APPLE_RATE
+    expected = (
+        100 - warm_before - (taken - put) * APPLE_RATE * factor - (sim.tick - taken) * APPLE_RATE
+    )
     assert _fresh(sim, inside.id) == pytest.approx(expected, abs=1e-3)
 
 
@@ -71,8 +75,12 @@ def test_cooled_food_spoils_slower_until_it_warms_up(sim, rules: Rules) -> None:
     assert _fresh(sim, cooled.id) - _fresh(sim, plain.id) == pytest.approx(saved, abs=1e-2)
 
 
-@pytest.mark.parametrize(("verb", "station", "temp"), [("heat", "stove 1", "hot"), ("cool", "fridge 1", "cold")])
-def test_temperature_reverts_after_temperature_ticks(sim, rules: Rules, verb: str, station: str, temp: str) -> None:
+@pytest.mark.parametrize(
+    ("verb", "station", "temp"), [("heat", "stove 1", "hot"), ("cool", "fridge 1", "cold")]
+)
+def test_temperature_reverts_after_temperature_ticks(
+    sim, rules: Rules, verb: str, station: str, temp: str
+) -> None:
     apple = sim.spawn("apple", holder="a")
     assert sim.step("a", f"{verb} {apple.label} with {station}").accepted
     done = sim.tick - 1  # an action takes effect at the tick before the one its step reports
@@ -99,7 +107,9 @@ def test_regrowth_rate(sim, rules: Rules) -> None:
 def test_regrowth_follows_regrow_rate(sim, rules: Rules) -> None:
     spec = rules.resources["well"]
     with sim.tx() as world:
-        world.publish_version(world.dynamics.replace(version=2, since_tick=world.tick, regrow_rate=0.5))
+        world.publish_version(
+            world.dynamics.replace(version=2, since_tick=world.tick, regrow_rate=0.5)
+        )
     well = sim.spawn("well", stock=0.0)
     sim.skip(spec.regrow_ticks * 4)
     assert sim.thing(well.id).attrs["stock"] == pytest.approx(2.0)
@@ -124,7 +134,9 @@ def test_tool_wears_and_breaks(sim) -> None:
 def test_wear_per_use_is_versioned(sim) -> None:
     with sim.tx() as world:
         # in force from now on: the next action is applied at the current tick
-        world.publish_version(world.dynamics.replace(version=2, since_tick=world.tick, wear_per_use=5))
+        world.publish_version(
+            world.dynamics.replace(version=2, since_tick=world.tick, wear_per_use=5)
+        )
     tree = sim.spawn("tree", stock=6.0)
     axe = sim.spawn("axe", holder="a", durability=12)
     assert sim.step("a", f"gather {tree.label} with {axe.label}").accepted
@@ -199,20 +211,34 @@ def _shortest(world: World, start: str, goal: str) -> int:
             return dist
         for target in world.place(here).exits.values():
             place = world.place(target) if target.startswith(region + ":") else None
-            if place is None or target in seen or world.season not in world.rules.places[place.kind].seasons:
+            if (
+                place is None
+                or target in seen
+                or world.season not in world.rules.places[place.kind].seasons
+            ):
                 continue
             seen.add(target)
             queue.append((target, dist + 1))
     raise AssertionError(f"{goal} unreachable from {start}")
 
 
-def test_the_lake_freezes_in_winter_and_the_ice_makes_the_crossing_shorter(sim, rules: Rules) -> None:
+def test_the_lake_freezes_in_winter_and_the_ice_makes_the_crossing_shorter(
+    sim, rules: Rules
+) -> None:
     rx, ry = _lake(rules, sim.backend.meta.seed)
     shore = f"{rx},{ry}:0"
     sim.teleport("a", shore)
     with sim.tx() as world:
-        names = {world.place(p).name: p for p in (shore, *world.place(shore).exits.values()) if p.startswith(f"{rx},{ry}:")}
-        far = next(p for i in range(world.region(rx, ry).n_places) if (p := f"{rx},{ry}:{i}") and world.place(p).kind == "far shore")
+        names = {
+            world.place(p).name: p
+            for p in (shore, *world.place(shore).exits.values())
+            if p.startswith(f"{rx},{ry}:")
+        }
+        far = next(
+            p
+            for i in range(world.region(rx, ry).n_places)
+            if (p := f"{rx},{ry}:{i}") and world.place(p).kind == "far shore"
+        )
         summer_distance = _shortest(world, shore, far)
     assert "ice 1" in names
     assert "go to ice 1" not in sim.observe("a").admissible
@@ -239,9 +265,13 @@ def test_a_version_published_mid_way_is_integrated_piecewise(sim) -> None:
     apple = sim.spawn("apple", holder="a")
     start = sim.tick
     with sim.tx() as world:
-        world.publish_version(world.dynamics.replace(version=2, since_tick=start + 500, spoil_rate=2.0))
+        world.publish_version(
+            world.dynamics.replace(version=2, since_tick=start + 500, spoil_rate=2.0)
+        )
     sim.skip(1000)  # nothing loads the apple in between: one lazy settle spans both versions
-    assert _fresh(sim, apple.id) == pytest.approx(100 - 500 * APPLE_RATE - 500 * 2 * APPLE_RATE, abs=1e-3)
+    assert _fresh(sim, apple.id) == pytest.approx(
+        100 - 500 * APPLE_RATE - 500 * 2 * APPLE_RATE, abs=1e-3
+    )
 
 
 def test_a_version_before_a_things_last_settle_does_not_apply_retroactively(sim) -> None:
@@ -249,9 +279,13 @@ def test_a_version_before_a_things_last_settle_does_not_apply_retroactively(sim)
     sim.skip(300)
     assert _fresh(sim, apple.id) == pytest.approx(100 - 300 * APPLE_RATE, abs=1e-3)
     with sim.tx() as world:
-        world.publish_version(world.dynamics.replace(version=2, since_tick=world.tick, spoil_rate=3.0))
+        world.publish_version(
+            world.dynamics.replace(version=2, since_tick=world.tick, spoil_rate=3.0)
+        )
     sim.skip(100)
-    assert _fresh(sim, apple.id) == pytest.approx(100 - 300 * APPLE_RATE - 300 * APPLE_RATE, abs=1e-3)
+    assert _fresh(sim, apple.id) == pytest.approx(
+        100 - 300 * APPLE_RATE - 300 * APPLE_RATE, abs=1e-3
+    )
 
 
 def test_an_untouched_thing_is_not_changed_until_loaded(sim) -> None:
@@ -277,7 +311,9 @@ def test_looking_settles_what_is_seen(sim) -> None:
     sim.skip(700)
     sim.step("a", "look")
     assert sim.backend.things[apple.id].tick == sim.tick
-    assert sim.backend.things[apple.id].attrs["fresh"] == pytest.approx(100 - 700 * APPLE_RATE, abs=0.1)
+    assert sim.backend.things[apple.id].attrs["fresh"] == pytest.approx(
+        100 - 700 * APPLE_RATE, abs=0.1
+    )
 
 
 def test_heartbeat_is_logged(sim) -> None:

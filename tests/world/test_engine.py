@@ -19,8 +19,11 @@ LIVING_ROOM = "0,0:1"
 
 def rejected(sim, avatar: str, text: str) -> None:
     """Step ``text`` and check it is a logged ``Nothing happens.`` that moved nothing."""
-    before = {i: (t.place, t.container, t.holder, dict(t.attrs)) for i, t in sim.backend.things.items()
-              if t.holder is not None or t.place == sim.backend.avatars[avatar].place}
+    before = {
+        i: (t.place, t.container, t.holder, dict(t.attrs))
+        for i, t in sim.backend.things.items()
+        if t.holder is not None or t.place == sim.backend.avatars[avatar].place
+    }
     place = sim.backend.avatars[avatar].place
     events = len(sim.backend.events)
     result = sim.step(avatar, text)
@@ -78,7 +81,9 @@ def test_inventory(sim) -> None:
     assert accepted(sim, "a", "inventory") == "You are not carrying anything."
     mug = sim.spawn("mug", holder="a")
     apple = sim.spawn("apple", holder="a")
-    assert accepted(sim, "a", "inventory") == f"You are carrying: a {mug.label}, and a {apple.label}."
+    assert (
+        accepted(sim, "a", "inventory") == f"You are carrying: a {mug.label}, and a {apple.label}."
+    )
 
 
 def test_wait_advances_the_clock(sim) -> None:
@@ -111,7 +116,9 @@ def test_go_by_road_enters_the_neighbouring_region(sim) -> None:
     assert sim.backend.avatars["a"].place == "0,0:0"
 
 
-@pytest.mark.parametrize("text", ["go to bathroom 1", "go to kitchen 1", "go to north road", "go to mars"])
+@pytest.mark.parametrize(
+    "text", ["go to bathroom 1", "go to kitchen 1", "go to north road", "go to mars"]
+)
 def test_go_nowhere(sim, text: str) -> None:
     rejected(sim, "a", text)  # kitchen 1 only leads to living room 1
 
@@ -130,7 +137,9 @@ def test_open_and_close(sim) -> None:
     rejected(sim, "a", "close cabinet 1")
 
 
-@pytest.mark.parametrize("text", ["open countertop 1", "close sink 1", "open cabinet 9", "open mug 1"])
+@pytest.mark.parametrize(
+    "text", ["open countertop 1", "close sink 1", "open cabinet 9", "open mug 1"]
+)
 def test_open_close_impossible(sim, text: str) -> None:
     rejected(sim, "a", text)
 
@@ -166,7 +175,10 @@ def test_take_and_put(sim) -> None:
 
 def test_put_accepts_in_slash_on(sim) -> None:
     mug = sim.spawn("mug", holder="a")
-    assert accepted(sim, "a", f"put {mug.label} in/on countertop 1") == f"You put the {mug.label} on the countertop 1."
+    assert (
+        accepted(sim, "a", f"put {mug.label} in/on countertop 1")
+        == f"You put the {mug.label} on the countertop 1."
+    )
 
 
 def test_take_from_closed_receptacle_is_impossible(sim) -> None:
@@ -214,7 +226,10 @@ def test_put_into_a_full_receptacle_is_impossible(sim) -> None:
 def test_clean(sim) -> None:
     plate = sim.spawn("plate", holder="a", clean=False)
     assert "dirty" in accepted(sim, "a", f"examine {plate.label}")
-    assert accepted(sim, "a", f"clean {plate.label} with sink 1") == f"You clean the {plate.label} using the sink 1."
+    assert (
+        accepted(sim, "a", f"clean {plate.label} with sink 1")
+        == f"You clean the {plate.label} using the sink 1."
+    )
     assert sim.thing(plate.id).attrs["clean"] is True
     assert accepted(sim, "a", f"examine {plate.label}") == f"This is a clean {plate.label}."
 
@@ -231,7 +246,10 @@ def test_clean_impossible(sim) -> None:
 
 def test_heat_and_cool(sim) -> None:
     apple = sim.spawn("apple", holder="a")
-    assert accepted(sim, "a", f"heat {apple.label} with stove 1") == f"You heat the {apple.label} using the stove 1."
+    assert (
+        accepted(sim, "a", f"heat {apple.label} with stove 1")
+        == f"You heat the {apple.label} using the stove 1."
+    )
     hot = sim.thing(apple.id)
     assert hot.attrs["temp"] == "hot" and hot.attrs["temp_until"] > sim.tick
     assert f"hot {apple.label}" in accepted(sim, "a", f"examine {apple.label}")
@@ -255,9 +273,15 @@ def test_heat_cool_impossible(sim) -> None:
 def test_examine(sim) -> None:
     assert accepted(sim, "a", "examine fridge 1").startswith("The fridge 1 is closed.")
     axe = sim.spawn("axe", holder="a", durability=7)
-    assert accepted(sim, "a", f"examine {axe.label}") == f"This is a clean {axe.label}. It has 7 uses left."
+    assert (
+        accepted(sim, "a", f"examine {axe.label}")
+        == f"This is a clean {axe.label}. It has 7 uses left."
+    )
     tree = sim.spawn("tree", stock=3.0)
-    assert accepted(sim, "a", f"examine {tree.label}") == f"The {tree.label} has 3 wood left. Gathering it needs a axe."
+    assert (
+        accepted(sim, "a", f"examine {tree.label}")
+        == f"The {tree.label} has 3 wood left. Gathering it needs a axe."
+    )
 
 
 def test_examine_impossible(sim) -> None:

@@ -48,7 +48,9 @@ def check_invariants(backend: MemoryBackend) -> None:
     for avatar in avatars.values():
         held = backend.load_inventory(avatar.id)
         assert len(held) <= avatar.capacity, avatar.id
-        assert sorted(t.id for t in held) == sorted(t.id for t in things.values() if t.holder == avatar.id)
+        assert sorted(t.id for t in held) == sorted(
+            t.id for t in things.values() if t.holder == avatar.id
+        )
         assert avatar.place in backend.places
     for place, ids in backend._at_place.items():  # noqa: SLF001 - the index must match the rows
         assert ids == {t.id for t in things.values() if t.place == place}, place

@@ -26,8 +26,16 @@ def rid(sim, label: str, place: str = KITCHEN) -> int:
 
 
 def place_task(family: str, receptacle: int, label: str, obj: str, place: str = KITCHEN) -> Task:
-    return Task.make(family, {"object": obj, "receptacle": receptacle, "receptacle_label": label,
-                              "place": place, "place_name": "kitchen 1"})
+    return Task.make(
+        family,
+        {
+            "object": obj,
+            "receptacle": receptacle,
+            "receptacle_label": label,
+            "place": place,
+            "place_name": "kitchen 1",
+        },
+    )
 
 
 def plan_of(sim, task: Task, avatar: str = "a") -> Plan | None:
@@ -35,8 +43,9 @@ def plan_of(sim, task: Task, avatar: str = "a") -> Plan | None:
         return oracle.plan(world, task, avatar)
 
 
-def execute(backend: MemoryBackend, task: Task, avatar: str, agent: Agent, limit: int,
-            strict: bool = False) -> tuple[bool, int]:
+def execute(
+    backend: MemoryBackend, task: Task, avatar: str, agent: Agent, limit: int, strict: bool = False
+) -> tuple[bool, int]:
     """Run an agent for at most ``limit`` steps, one committed transaction per step; returns
     (goal met, steps taken). ``strict``: every action must be admissible."""
     world = World(backend)
@@ -79,7 +88,9 @@ def test_plans_are_exact_for_one_object(sim) -> None:
     assert found is not None and len(found) == 5
     assert found.actions[0] == "go to kitchen 1" and found.actions[1] == "open fridge 1"
     assert found.actions[3].startswith("heat egg") and found.actions[4].startswith("put egg")
-    ok, steps = execute(sim.backend, task, "a", OracleAgent(World(sim.backend), task, "a"), 10, strict=True)
+    ok, steps = execute(
+        sim.backend, task, "a", OracleAgent(World(sim.backend), task, "a"), 10, strict=True
+    )
     assert ok and steps == 5
 
 
@@ -88,25 +99,48 @@ def test_clean_is_skipped_for_a_clean_object_and_done_for_a_dirty_one(sim) -> No
     task = place_task("clean_and_place", counter, "countertop 1", "fork")
     found = plan_of(sim, task)  # fork 1 is dirty, in the closed drawer 1
     assert found is not None
-    assert found.actions == ("open drawer 1", "take fork 1 from drawer 1", "clean fork 1 with sink 1",
-                             "put fork 1 on countertop 1")
+    assert found.actions == (
+        "open drawer 1",
+        "take fork 1 from drawer 1",
+        "clean fork 1 with sink 1",
+        "put fork 1 on countertop 1",
+    )
     sim.spawn("fork", into="cabinet 1", clean=True)
     assert len(plan_of(sim, task)) == 3  # open cabinet 1, take, put
 
 
 def test_examine_cooperate_and_pick_two(sim) -> None:
     lamp = rid(sim, "desk lamp 1", BEDROOM)
-    look = Task.make("examine_in_light", {"object": "book", "lamp": lamp, "lamp_label": "desk lamp 1",
-                                          "place": BEDROOM, "place_name": "bedroom 1"})
+    look = Task.make(
+        "examine_in_light",
+        {
+            "object": "book",
+            "lamp": lamp,
+            "lamp_label": "desk lamp 1",
+            "place": BEDROOM,
+            "place_name": "bedroom 1",
+        },
+    )
     found = plan_of(sim, look)
     assert found is not None
-    assert found.actions == ("go to living room 1", "go to bedroom 1", "take book 1 from bed 1", "use desk lamp 1")
+    assert found.actions == (
+        "go to living room 1",
+        "go to bedroom 1",
+        "take book 1 from bed 1",
+        "use desk lamp 1",
+    )
     sim.join("b", "Bob")
     sim.teleport("b", LIVING_ROOM)
-    give = Task.make("cooperate", {"object": "bread", "avatar": "b", "avatar_name": "Bob", "baseline": 0})
+    give = Task.make(
+        "cooperate", {"object": "bread", "avatar": "b", "avatar_name": "Bob", "baseline": 0}
+    )
     found = plan_of(sim, give)
     assert found is not None
-    assert found.actions == ("take bread 1 from countertop 1", "go to living room 1", "give bread 1 to bob")
+    assert found.actions == (
+        "take bread 1 from countertop 1",
+        "go to living room 1",
+        "give bread 1 to bob",
+    )
     two = place_task("pick_two_and_place", rid(sim, "countertop 1"), "countertop 1", "egg")
     found = plan_of(sim, two)
     assert found is not None and len(found) == 5  # open fridge, take, take, put, put
@@ -119,33 +153,68 @@ def test_craft_expands_a_recipe_tree(sim) -> None:
     task = Task.make("craft", {"item": "bucket", "baseline": 0})
     found = plan_of(sim, task)
     assert found is not None
-    assert sorted(found.actions) == ["craft bucket", "craft iron band", "craft plank", "craft plank"]
+    assert sorted(found.actions) == [
+        "craft bucket",
+        "craft iron band",
+        "craft plank",
+        "craft plank",
+    ]
     assert found.actions[-1] == "craft bucket"
-    ok, _ = execute(sim.backend, task, "a", OracleAgent(World(sim.backend), task, "a"), 10, strict=True)
+    ok, _ = execute(
+        sim.backend, task, "a", OracleAgent(World(sim.backend), task, "a"), 10, strict=True
+    )
     assert ok
 
 
 def test_gather_and_deliver_fetches_a_tool(sim) -> None:
     counter = rid(sim, "countertop 1")
     well = rid(sim, "well 1", "0,0:0")
-    task = Task.make("gather_and_deliver", {
-        "yields": "water", "units": 2, "baseline": 0, "resource": well, "resource_label": "well 1",
-        "resource_place": "0,0:0", "resource_place_name": "square 1", "receptacle": counter,
-        "receptacle_label": "countertop 1", "place": KITCHEN, "place_name": "kitchen 1"})
+    task = Task.make(
+        "gather_and_deliver",
+        {
+            "yields": "water",
+            "units": 2,
+            "baseline": 0,
+            "resource": well,
+            "resource_label": "well 1",
+            "resource_place": "0,0:0",
+            "resource_place_name": "square 1",
+            "receptacle": counter,
+            "receptacle_label": "countertop 1",
+            "place": KITCHEN,
+            "place_name": "kitchen 1",
+        },
+    )
     found = plan_of(sim, task)
     assert found is not None
-    assert found.actions[:4] == ("go to living room 1", "go to square 1", "take bucket 1 from ground 1",
-                                 "gather well 1 with bucket 1")
-    assert found.actions[4] == "gather well 1 with bucket 1" and found.actions[-1].startswith("put water")
+    assert found.actions[:4] == (
+        "go to living room 1",
+        "go to square 1",
+        "take bucket 1 from ground 1",
+        "gather well 1 with bucket 1",
+    )
+    assert found.actions[4] == "gather well 1 with bucket 1" and found.actions[-1].startswith(
+        "put water"
+    )
     assert len(found) == 8
 
 
 def test_unsolvable_and_already_done(sim) -> None:
     counter = rid(sim, "countertop 1")
     assert plan_of(sim, place_task("pick_and_place", counter, "countertop 1", "sword")) is None
-    assert plan_of(sim, place_task("heat_and_place", counter, "countertop 1", "fork")) is None  # not heatable
-    assert plan_of(sim, Task.make("cooperate", {"object": "apple", "avatar": "zed", "avatar_name": "Zed",
-                                                "baseline": 0})) is None
+    assert (
+        plan_of(sim, place_task("heat_and_place", counter, "countertop 1", "fork")) is None
+    )  # not heatable
+    assert (
+        plan_of(
+            sim,
+            Task.make(
+                "cooperate",
+                {"object": "apple", "avatar": "zed", "avatar_name": "Zed", "baseline": 0},
+            ),
+        )
+        is None
+    )
     sim.spawn("mug", into="countertop 1")
     done = place_task("pick_and_place", counter, "countertop 1", "mug")
     assert plan_of(sim, done) == Plan((), 0)
@@ -173,7 +242,12 @@ def test_planning_changes_nothing(make_sim) -> None:
 
 
 # -- the acceptance run ------------------------------------------------------------------------
-AVATARS = (("a", "Alice", "0,0:0"), ("b", "Bob", "0,0:0"), ("c", "Cleo", "1,0:0"), ("d", "Dan", "0,1:0"))
+AVATARS = (
+    ("a", "Alice", "0,0:0"),
+    ("b", "Bob", "0,0:0"),
+    ("c", "Cleo", "1,0:0"),
+    ("d", "Dan", "0,1:0"),
+)
 RANDOM_LIMIT = 50  # the random agent's step budget per task, as in ALFWorld
 
 
@@ -260,8 +334,10 @@ def acceptance(per_family: int, seed: int) -> dict[str, Tally]:
 
 
 def report(tallies: dict[str, Tally]) -> str:
-    lines = [f"{'family':<20} {'tasks':>5} {'oracle':>7} {'random':>7} {'rand 4+':>7} {'len med':>7} "
-             f"{'len max':>7} {'plan ms med':>11} {'p95':>7}"]
+    lines = [
+        f"{'family':<20} {'tasks':>5} {'oracle':>7} {'random':>7} {'rand 4+':>7} {'len med':>7} "
+        f"{'len max':>7} {'plan ms med':>11} {'p95':>7}"
+    ]
     for family, t in tallies.items():
         times = sorted(t.times_ms) or [0.0]
         p95 = times[min(len(times) - 1, int(0.95 * len(times)))]

@@ -44,9 +44,16 @@ def test_random_agent_is_uniform() -> None:
 def _egg_task(sim) -> Task:
     with sim.tx() as world:
         counter = sim.find(world, "countertop 1", KITCHEN).id
-    return Task.make("pick_and_place", {"object": "egg", "receptacle": counter,
-                                        "receptacle_label": "countertop 1", "place": KITCHEN,
-                                        "place_name": "kitchen 1"})
+    return Task.make(
+        "pick_and_place",
+        {
+            "object": "egg",
+            "receptacle": counter,
+            "receptacle_label": "countertop 1",
+            "place": KITCHEN,
+            "place_name": "kitchen 1",
+        },
+    )
 
 
 def _act(sim, agent: OracleAgent, avatar: str = "a") -> str:
@@ -67,11 +74,19 @@ def test_oracle_agent_replans_when_its_object_is_eaten(sim) -> None:
     agent = OracleAgent(World(sim.backend), task, "a")
     assert agent.solvable
     assert agent.plan is not None and agent.plan.actions[:3] == (
-        "go to kitchen 1", "open fridge 1", "take egg 1 from fridge 1")
+        "go to kitchen 1",
+        "open fridge 1",
+        "take egg 1 from fridge 1",
+    )
     assert _act(sim, agent) == "go to kitchen 1"
     # Bob eats both eggs of kitchen 1 before Alice reaches the fridge.
-    for text in ("open fridge 1", "take egg 1 from fridge 1", "take egg 2 from fridge 1",
-                 "eat egg 1", "eat egg 2"):
+    for text in (
+        "open fridge 1",
+        "take egg 1 from fridge 1",
+        "take egg 2 from fridge 1",
+        "eat egg 1",
+        "eat egg 2",
+    ):
         assert sim.step("b", text).accepted, text
     done = []
     for _ in range(20):
@@ -82,16 +97,26 @@ def test_oracle_agent_replans_when_its_object_is_eaten(sim) -> None:
     with sim.tx() as world:
         assert goal_met(world, task, "a")
     assert agent.replans >= 2
-    assert any(a.startswith("take egg") and a not in ("take egg 1 from fridge 1", "take egg 2 from fridge 1")
-               for a in done)
+    assert any(
+        a.startswith("take egg")
+        and a not in ("take egg 1 from fridge 1", "take egg 2 from fridge 1")
+        for a in done
+    )
 
 
 def test_oracle_agent_without_a_plan_only_looks(sim) -> None:
     with sim.tx() as world:
         counter = sim.find(world, "countertop 1", KITCHEN).id
-    task = Task.make("pick_and_place", {"object": "sword", "receptacle": counter,
-                                        "receptacle_label": "countertop 1", "place": KITCHEN,
-                                        "place_name": "kitchen 1"})
+    task = Task.make(
+        "pick_and_place",
+        {
+            "object": "sword",
+            "receptacle": counter,
+            "receptacle_label": "countertop 1",
+            "place": KITCHEN,
+            "place_name": "kitchen 1",
+        },
+    )
     agent = OracleAgent(World(sim.backend), task, "a")
     assert not agent.solvable
     assert _act(sim, agent) == FALLBACK

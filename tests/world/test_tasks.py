@@ -21,8 +21,16 @@ def rid(sim, label: str, place: str = KITCHEN) -> int:
 
 
 def place_task(family: str, receptacle: int, label: str = "cabinet 1", obj: str = "mug") -> Task:
-    return Task.make(family, {"object": obj, "receptacle": receptacle, "receptacle_label": label,
-                              "place": KITCHEN, "place_name": "kitchen 1"})
+    return Task.make(
+        family,
+        {
+            "object": obj,
+            "receptacle": receptacle,
+            "receptacle_label": label,
+            "place": KITCHEN,
+            "place_name": "kitchen 1",
+        },
+    )
 
 
 def met(sim, task: Task, avatar: str = "a") -> bool:
@@ -31,18 +39,59 @@ def met(sim, task: Task, avatar: str = "a") -> bool:
 
 
 SPECS = [
-    {"family": "pick_and_place", "params": {"object": "mug", "receptacle": 12, "receptacle_label": "cabinet 2",
-                                            "place": "0,0:2", "place_name": "kitchen 1"}},
-    {"family": "clean_and_place", "params": {"object": "mug", "receptacle": 12, "receptacle_label": "cabinet 2",
-                                             "place": "0,0:2", "place_name": "kitchen 1", "direction": "north"}},
-    {"family": "examine_in_light", "params": {"object": "book", "lamp": 40, "lamp_label": "desk lamp 1",
-                                              "place": "0,0:4", "place_name": "bedroom 1"}},
+    {
+        "family": "pick_and_place",
+        "params": {
+            "object": "mug",
+            "receptacle": 12,
+            "receptacle_label": "cabinet 2",
+            "place": "0,0:2",
+            "place_name": "kitchen 1",
+        },
+    },
+    {
+        "family": "clean_and_place",
+        "params": {
+            "object": "mug",
+            "receptacle": 12,
+            "receptacle_label": "cabinet 2",
+            "place": "0,0:2",
+            "place_name": "kitchen 1",
+            "direction": "north",
+        },
+    },
+    {
+        "family": "examine_in_light",
+        "params": {
+            "object": "book",
+            "lamp": 40,
+            "lamp_label": "desk lamp 1",
+            "place": "0,0:4",
+            "place_name": "bedroom 1",
+        },
+    },
     {"family": "craft", "params": {"item": "wagon", "baseline": 0}},
-    {"family": "gather_and_deliver", "params": {
-        "yields": "wood", "units": 3, "baseline": 1, "resource": 7, "resource_label": "tree 1",
-        "resource_place": "1,0:2", "resource_place_name": "grove 1", "resource_direction": "east",
-        "receptacle": 30, "receptacle_label": "chest 1", "place": "0,0:5", "place_name": "workshop 1"}},
-    {"family": "cooperate", "params": {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0}},
+    {
+        "family": "gather_and_deliver",
+        "params": {
+            "yields": "wood",
+            "units": 3,
+            "baseline": 1,
+            "resource": 7,
+            "resource_label": "tree 1",
+            "resource_place": "1,0:2",
+            "resource_place_name": "grove 1",
+            "resource_direction": "east",
+            "receptacle": 30,
+            "receptacle_label": "chest 1",
+            "place": "0,0:5",
+            "place_name": "workshop 1",
+        },
+    },
+    {
+        "family": "cooperate",
+        "params": {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0},
+    },
 ]
 
 
@@ -51,7 +100,9 @@ SPECS = [
 def test_spec_round_trip_and_stable_id(spec) -> None:
     task = Task.from_spec(spec)
     assert task.spec() == spec
-    again = Task.from_spec({"family": spec["family"], "params": dict(reversed(list(spec["params"].items())))})
+    again = Task.from_spec(
+        {"family": spec["family"], "params": dict(reversed(list(spec["params"].items())))}
+    )
     assert again == task and hash(again) == hash(task) and again.id == task.id
     assert len(task.id) == 16 and int(task.id, 16) >= 0
     assert {task: 1}[again] == 1
@@ -158,8 +209,16 @@ def test_pick_two_needs_two(sim) -> None:
 
 def test_examine_in_light_needs_the_lamp_on_and_the_object_in_hand(sim) -> None:
     lamp = rid(sim, "desk lamp 1", BEDROOM)
-    task = Task.make("examine_in_light", {"object": "book", "lamp": lamp, "lamp_label": "desk lamp 1",
-                                          "place": BEDROOM, "place_name": "bedroom 1"})
+    task = Task.make(
+        "examine_in_light",
+        {
+            "object": "book",
+            "lamp": lamp,
+            "lamp_label": "desk lamp 1",
+            "place": BEDROOM,
+            "place_name": "bedroom 1",
+        },
+    )
     sim.spawn("book", holder="a")
     assert not met(sim, task)  # in the kitchen
     sim.teleport("a", BEDROOM)
@@ -182,9 +241,19 @@ def test_craft_compares_with_the_baseline(sim) -> None:
 
 def test_gather_and_deliver_counts_units_above_the_baseline(sim) -> None:
     counter = rid(sim, "countertop 1")
-    params = {"yields": "water", "units": 2, "baseline": 1, "resource": 2, "resource_label": "well 1",
-              "resource_place": "0,0:0", "resource_place_name": "square 1", "receptacle": counter,
-              "receptacle_label": "countertop 1", "place": KITCHEN, "place_name": "kitchen 1"}
+    params = {
+        "yields": "water",
+        "units": 2,
+        "baseline": 1,
+        "resource": 2,
+        "resource_label": "well 1",
+        "resource_place": "0,0:0",
+        "resource_place_name": "square 1",
+        "receptacle": counter,
+        "receptacle_label": "countertop 1",
+        "place": KITCHEN,
+        "place_name": "kitchen 1",
+    }
     task = Task.make("gather_and_deliver", params)
     sim.spawn("water", into="countertop 1", quantity=2)
     assert not met(sim, task)
@@ -195,7 +264,9 @@ def test_gather_and_deliver_counts_units_above_the_baseline(sim) -> None:
 def test_cooperate_judges_the_other_avatars_hands(sim) -> None:
     sim.join("b", "Bob")
     sim.teleport("b", KITCHEN)
-    task = Task.make("cooperate", {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0})
+    task = Task.make(
+        "cooperate", {"object": "apple", "avatar": "b", "avatar_name": "Bob", "baseline": 0}
+    )
     apple = sim.spawn("apple", holder="a")
     assert not met(sim, task)
     assert sim.step("a", f"give {apple.label} to bob").accepted
@@ -211,8 +282,10 @@ def test_goal_checks_change_nothing(sim) -> None:
     sim.skip(500)  # everything in the kitchen now has dynamics to settle
     before = sim.hash()
     world = World(sim.backend)
-    tasks = [place_task(f, counter, "countertop 1", "apple")
-             for f in ("pick_and_place", "heat_and_place", "pick_two_and_place")]
+    tasks = [
+        place_task(f, counter, "countertop 1", "apple")
+        for f in ("pick_and_place", "heat_and_place", "pick_two_and_place")
+    ]
     for task in tasks:
         goal_met(world, task, "a")
     changes = world.commit()

@@ -163,5 +163,7 @@ def test_object_labels_are_unique_in_the_whole_world(seed: int) -> None:
     labels = Counter()
     for rx, ry in GRID[:50]:
         for index in range(world.region(rx, ry).n_places):
-            labels.update(t.label for t in world.things_at(f"{rx},{ry}:{index}") if t.kind == "object")
+            labels.update(
+                t.label for t in world.things_at(f"{rx},{ry}:{index}") if t.kind == "object"
+            )
     assert labels and labels.most_common(1)[0][1] == 1
