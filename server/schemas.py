@@ -208,7 +208,9 @@ ModelKind = Literal["policy", "reward"]
 class PolicyIn(Request):
     kind: ModelKind
     path: str = Field(min_length=1, max_length=4096, description="where the weights are")
-    parent: int | None = Field(None, ge=1, description="the version this one was trained from")
+    parent: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="the version this one was trained from"
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="the run's configuration")
     metrics: dict[str, Any] = Field(default_factory=dict, description="its training figures")
 

@@ -25,8 +25,10 @@ def _fuzz(server: ServerProcess, token: str, tmp: Path) -> subprocess.CompletedP
         f"Authorization: Bearer {token}",
         "--max-examples",
         os.environ.get("BIGWORLD_FUZZ_EXAMPLES", "25"),
+        # One worker: hypothesis parses lambda sources with ast, and CPython 3.11's parser
+        # fails ("AST constructor recursion depth mismatch") when two threads do it at once.
         "--workers",
-        "2",
+        "1",
         "--seed",
         "1",
         "--request-timeout",
@@ -49,6 +51,9 @@ def test_openapi_describes_every_route_with_models(server: ServerProcess) -> Non
         "/v1/episodes/{episode_id}/abandon",
         "/v1/episodes/{episode_id}",
         "/v1/episodes/{episode_id}/judgments",
+        "/v1/episodes/{episode_id}/expert",
+        "/v1/policies",
+        "/v1/policies/latest",
         "/v1/events",
         "/v1/things/{thing_id}",
         "/v1/places/{place_id}",
