@@ -228,10 +228,13 @@ class Learner:
         def step_loss(c: int, chunk: list[int]) -> tuple[dict[str, Any], int]:
             batch = collate([encoded[i] for i in chunk], pad, self.device)
             loss = cross_entropy(token_logprobs(self.model, batch), batch.targets_mask)
-            zero = 0.0
-            return {"loss": loss, "policy": float(loss), "kl": zero, "clip_fraction": zero}, int(
-                batch.targets_mask.sum()
-            )
+            figures = {
+                "loss": loss,
+                "policy": float(loss.detach()),
+                "kl": 0.0,
+                "clip_fraction": 0.0,
+            }
+            return figures, int(batch.targets_mask.sum())
 
         return self._optimise(chunks, step_loss)
 

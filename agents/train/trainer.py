@@ -133,10 +133,16 @@ class Trainer:
             "config": self.config.to_json(),
             "metrics": metrics,
         }
+        delay = min(0.5, self.config.max_backoff_s)
         while True:
-            try:
-                return self._patiently(lambda: self.client.register_policy(**body))
-            except UnreachableError:
+            try:  # not resendable blindly: a lost answer may hide an applied registration
+                return self.client.register_policy(**body)
+            except (UnreachableError, ServerError) as exc:
+                if self.stop.is_set():
+                    raise
+                log.warning("registering %s %s: %s; retrying in %.1fs", kind, path, exc, delay)
+                self.stop.wait(delay)
+                delay = min(self.config.max_backoff_s, delay * 2)
                 found = self._patiently(lambda: self._registered(kind, path))
                 if found is not None:
                     return found
@@ -173,7 +179,7 @@ class Trainer:
 
     # -- resilience --------------------------------------------------------------------------
     def _patiently(self, call: Callable[[], Any]) -> Any:
-        delay = 0.5
+        delay = min(0.5, self.config.max_backoff_s)
         while True:
             try:
                 return call()

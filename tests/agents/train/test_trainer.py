@@ -1,0 +1,326 @@
+"""The trainer loop against an in-memory stand-in for the server's history and registry."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agents.errors import UnreachableError
+from agents.models.tiny import load_model
+from agents.prompts import policy_prompt, rank_completion
+from agents.train.config import TrainConfig
+from agents.train.trainer import Trainer
+
+ACTIONS = ["go to countertop 1", "take mug 1 from countertop 1", "look"]
+
+
+class FakeServer:
+    """Ended episodes with steps and judgments, the episode_ended event log, the registry.
+
+    ``down`` makes the next calls fail as if the server were away; ``lose_answer`` applies
+    the next registration but loses its answer."""
+
+    def __init__(self) -> None:
+        self.details: dict[int, dict[str, Any]] = {}
+        self.log: list[dict[str, Any]] = []
+        self.registry: dict[str, list[dict[str, Any]]] = {"policy": [], "reward": []}
+        self.down = 0
+        self.lose_answer = False
+        self.calls = 0
+
+    def _gate(self) -> None:
+        self.calls += 1
+        if self.down > 0:
+            self.down -= 1
+            raise UnreachableError("connection refused")
+
+    # -- the client's methods the trainer uses ------------------------------------------------
+    def events(self, *, page_size: int | None = None, **filters: Any) -> Iterator[dict[str, Any]]:
+        self._gate()
+        after = int(filters.get("cursor") or 0)
+        rows = [e for e in self.log if e["id"] > after and e["kind"] == filters.get("kind")]
+        return iter(copy.deepcopy(rows))
+
+    def episode(self, episode_id: int | str) -> dict[str, Any]:
+        self._gate()
+        return copy.deepcopy(self.details[int(episode_id)])
+
+    def episodes(self, *, page_size: int | None = None, **filters: Any) -> Iterator[dict[str, Any]]:
+        self._gate()
+        rows = [
+            {"id": i, "status": d["status"]}
+            for i, d in sorted(self.details.items())
+            if filters.get("status") in (None, d["status"])
+        ]
+        return iter(rows)
+
+    def register_policy(self, **fields: Any) -> dict[str, Any]:
+        self._gate()
+        kind = fields["kind"]
+        record = {**fields, "version": len(self.registry[kind]) + 1, "created_tick": 0}
+        self.registry[kind].append(record)
+        if self.lose_answer:
+            self.lose_answer = False
+            raise UnreachableError("no answer to POST /v1/policies (it may have been applied)")
+        return copy.deepcopy(record)
+
+    def policies(self, *, page_size: int | None = None, **filters: Any) -> Iterator[dict[str, Any]]:
+        self._gate()
+        return iter(copy.deepcopy(self.registry[filters["kind"]]))
+
+    # -- making history -------------------------------------------------------------------------
+    def add_episode(
+        self,
+        task: str,
+        outcome: int,
+        *,
+        version: str,
+        steps: int = 2,
+        votes: int = 3,
+        rm_version: str = "1",
+        policy: str | None = None,
+    ) -> int:
+        episode_id = len(self.details) + 1
+        rows, judgments = [], []
+        for i in range(1, steps + 1):
+            k = (episode_id + i) % len(ACTIONS)
+            prompt = policy_prompt(f"task {task}", [], f"observation {i}", ACTIONS)
+            rows.append(
+                {
+                    "step": i,
+                    "action": ACTIONS[k],
+                    "observation": f"after step {i}",
+                    "admissible_actions": ACTIONS,
+                    "done": i == steps,
+                    "success": outcome > 0 and i == steps,
+                    "outcome": outcome if i == steps else None,
+                    "tick": 10 * episode_id + i,
+                    "policy_version": policy or version,
+                    "prompt": prompt,
+                    "completion": rank_completion(k + 1, ACTIONS[k]),
+                    "parse_failed": False,
+                }
+            )
+            for j in range(votes):
+                score = outcome if (i + j) % 2 else -outcome
+                judgments.append(
+                    {
+                        "step": i,
+                        "vote": j,
+                        "score": score,
+                        "rationale": f"it looks {'good' if score > 0 else 'bad'} \\boxed{{{score}}}",
+                        "model_version": rm_version,
+                    }
+                )
+        self.details[episode_id] = {
+            "id": episode_id,
+            "status": "succeeded" if outcome > 0 else "failed",
+            "outcome": outcome,
+            "family": "pick",
+            "task": {"id": task, "family": "pick", "params": {}, "text": f"task {task}"},
+            "steps": rows,
+            "judgments": judgments,
+        }
+        self.log.append(
+            {
+                "id": len(self.log) + 1,
+                "kind": "episode_ended",
+                "payload": {
+                    "episode_id": episode_id,
+                    "status": self.details[episode_id]["status"],
+                    "outcome": outcome,
+                },
+            }
+        )
+        return episode_id
+
+    def add_round(self, version: str, tasks: tuple[str, ...] = ("a", "b")) -> list[int]:
+        """One success and one failure per task: every group has signal."""
+        return [self.add_episode(t, o, version=version) for t in tasks for o in (1, -1)]
+
+
+def config(**overrides: Any) -> TrainConfig:
+    base: dict[str, Any] = {
+        "batch_size": 4,
+        "micro_batch_size": 4,
+        "min_samples": 2,
+        "keep_last": 2,
+        "poll_s": 0.0,
+        "max_backoff_s": 0.001,
+        "device": "cpu",
+    }
+    return TrainConfig(**{**base, **overrides})
+
+
+def trainer(server: FakeServer, models: dict[str, Path], out: Path, **overrides: Any) -> Trainer:
+    return Trainer(
+        server,
+        config(**overrides),
+        policy_dir=models["policy"],
+        reward_dir=models["reward"],
+        out=out,
+    )
+
+
+def test_versions_advance_are_registered_with_parents_and_only_the_last_k_stay(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server, out = FakeServer(), tmp_path / "run"
+    t = trainer(server, models, out)
+    # the starting weights become version 1 of each kind, with no parent
+    assert [(r["version"], r["parent"]) for r in server.registry["policy"]] == [(1, None)]
+    assert server.registry["policy"][0]["path"] == str(models["policy"].resolve())
+    assert [r["version"] for r in server.registry["reward"]] == [1]
+    for _ in range(3):
+        server.add_round(t.learners["policy"].version)
+        (metrics,) = t.run(iterations=1, progress=False)[-1:]
+        assert metrics["samples"] > 0 and metrics["rm_samples"] > 0
+    for kind in ("policy", "reward"):
+        records = server.registry[kind]
+        assert [(r["version"], r["parent"]) for r in records] == [
+            (1, None),
+            (2, 1),
+            (3, 2),
+            (4, 3),
+        ]
+        assert all(r["config"] == t.config.to_json() for r in records)
+        assert {"loss", "kl", "accuracy", "samples_per_s"} <= set(records[-1]["metrics"])
+        # keep-last-K: the two newest checkpoints, and the starting directory untouched
+        assert sorted(p.name for p in out.glob(f"{kind}-*")) == [f"{kind}-000002", f"{kind}-000003"]
+        assert models[kind].exists()
+    newest = out / "policy-000003"
+    assert server.registry["policy"][-1]["path"] == str(newest.resolve())
+    manifest = json.loads((newest / "bigworld.json").read_text())
+    assert (manifest["version"], manifest["parent"], manifest["kind"]) == ("4", "3", "policy")
+    assert manifest["config"]["mode"] == "integrated_rm" and manifest["metrics"]["iteration"] == 3
+    assert (newest / "model.safetensors").exists()
+    saved, _ = load_model(newest)
+    for (name, a), b in zip(
+        t.learners["policy"].model.state_dict().items(),
+        saved.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(a, b), name
+    # the starting weights moved
+    start, _ = load_model(models["policy"])
+    assert any(
+        not torch.equal(a, b)
+        for a, b in zip(start.state_dict().values(), saved.state_dict().values(), strict=True)
+    )
+
+
+def test_a_restarted_trainer_resumes_from_the_latest_checkpoint_and_cursor(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server, out = FakeServer(), tmp_path / "run"
+    first = trainer(server, models, out)
+    server.add_round("1")
+    first.run(iterations=1, progress=False)
+    saved_cursor = first.feed.cursor  # persisted with the update
+    late = server.add_episode("a", 1, version="2", votes=2)  # judged 2 of 3 times so far
+    first.collect()
+    assert late in first.feed.pending
+    del first  # a crash before the next save: the late episode is read again after it
+
+    second = trainer(server, models, out)
+    assert second.resumed and second.state.iteration == 1
+    assert second.learners["policy"].version == "2" and second.learners["reward"].version == "2"
+    assert len(server.registry["policy"]) == 2  # nothing registered twice
+    assert second.feed.cursor == saved_cursor
+    second.collect()
+    assert late in second.feed.pending
+    saved, _ = load_model(out / "policy-000001")
+    for a, b in zip(
+        second.learners["policy"].model.state_dict().values(),
+        saved.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+    # the third vote arrives; with one more failure of task a the group has signal
+    judgments = server.details[late]["judgments"]
+    judgments += [{**j, "vote": 2} for j in judgments if j["vote"] == 1]
+    server.add_episode("a", -1, version="2")
+    (metrics,) = second.run(iterations=1, progress=False)
+    assert metrics["episodes"] == 2  # the consumed round is not read again
+    assert [(r["version"], r["parent"]) for r in server.registry["policy"]][-1] == (3, 2)
+
+
+def test_the_trainer_waits_for_m_judgments_unless_outcome_only(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    clock = [0.0]
+    server = FakeServer()
+    t = Trainer(
+        server,
+        config(judgment_wait_s=60.0),
+        policy_dir=models["policy"],
+        reward_dir=models["reward"],
+        out=tmp_path / "a",
+        clock=lambda: clock[0],
+    )
+    short = server.add_episode("a", 1, version="1", votes=2)
+    assert t.collect() == 0 and short in t.feed.pending
+    clock[0] = 61.0
+    t.collect()
+    assert short not in t.feed.pending and t.feed.dropped == 1
+    outcome_only = trainer(server, models, tmp_path / "b", mode="outcome_only")
+    assert outcome_only.collect() == 1 and short in outcome_only.waiting
+
+
+def test_groups_wait_for_signal_and_scripted_rollouts_are_not_trained_on(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run", mode="outcome_only", group_size=3)
+    server.add_episode("a", 1, version="1")
+    server.add_episode("b", 1, version="expert", policy="expert")
+    t.collect()
+    assert t.update() is None and len(t.waiting) == 1  # a lone success waits for company
+    server.add_episode("a", 1, version="1")
+    t.collect()
+    assert t.update() is None and len(t.waiting) == 2  # all succeeded so far: still waiting
+    server.add_episode("a", -1, version="1")
+    t.collect()
+    metrics = t.update()
+    assert metrics is not None and metrics["episodes"] == 3 and not t.waiting
+    assert metrics["accuracy"] == pytest.approx(2 / 3)
+    # a uniform group that reached group_size is given up
+    for _ in range(3):
+        server.add_episode("c", -1, version=t.learners["policy"].version)
+    t.collect()
+    assert t.update() is None and not t.waiting
+
+
+def test_the_trainer_rides_out_a_server_outage_and_a_lost_registration_answer(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run")
+    server.add_round("1")
+    server.down = 3
+    assert t.collect() == 4
+    server.lose_answer = True
+    t.run(iterations=1, progress=False)
+    assert [r["version"] for r in server.registry["policy"]] == [1, 2]  # not registered twice
+    assert t.learners["policy"].version == "2"
+
+
+def test_warm_start_clones_the_oracle_and_publishes_a_version(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    for task in ("a", "b"):
+        server.add_episode(task, 1, version="expert", policy="expert", votes=0)
+    t = trainer(server, models, tmp_path / "run", mode="outcome_only", warm_start_steps=3)
+    metrics = t.warm_start()
+    assert metrics is not None and metrics["demonstrations"] == 4 and metrics["bc_loss"] > 0
+    assert [(r["version"], r["parent"]) for r in server.registry["policy"]] == [(1, None), (2, 1)]
+    assert t.warm_start() is None  # once per run, also after a restart
+    again = trainer(server, models, tmp_path / "run", mode="outcome_only", warm_start_steps=3)
+    assert again.warm_start() is None and again.learners["policy"].version == "2"
