@@ -286,12 +286,15 @@ def instantiate(
 
     The task does not hold yet and the oracle has found a plan for it within ``budget``.
     """
+    # The planner's modules build on tasks, so they are imported when first needed.
     from world import oracle
+    from world.candidates import candidates as propose
+    from world.snapshot import Snapshot
 
     if family not in PARAMS:
         raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
-    snap = oracle.Snapshot.of(world, avatar_id)
-    candidates = oracle.candidates(snap, family)
+    snap = Snapshot.of(world, avatar_id)
+    candidates = propose(snap, family)
     order = [int(i) for i in gen.permutation(len(candidates))]
     tries = 0
     for index in order:

@@ -1,0 +1,188 @@
+"""A planner's private copy of an avatar's neighbourhood: places, things and avatars of a
+few regions, with shortest paths between places and a scratch world to rehearse plans in."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from world import dynamics
+from world.entities import Avatar, Place, Region, Thing, place_id, region_key, region_of
+from world.rules import Rules
+from world.state import ChangeSet, MemoryBackend, World, WorldMeta
+
+DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"}
+
+
+def copy_thing(thing: Thing) -> Thing:
+    return replace(thing, attrs=dict(thing.attrs))
+
+
+@dataclass
+class Snapshot:
+    """A copy of the part of a world the planner may use; the original is never touched."""
+
+    rules: Rules
+    meta: WorldMeta
+    avatar_id: str
+    regions: dict[str, Region]
+    places: dict[str, Place]
+    things: dict[int, Thing]
+    avatars: dict[str, Avatar]
+    _dist: dict[str, dict[str, tuple[int, str | None, str | None]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, world: World, avatar_id: str, extra: tuple[str, ...] = ()) -> Snapshot:
+        """Copy the avatar's region, its generated neighbours and the regions of ``extra``
+        place ids, reading without loading anything into ``world``'s transaction."""
+        me = world.avatar(avatar_id)
+        rx, ry = region_of(me.place)
+        wanted = [(rx, ry), *((rx + dx, ry + dy) for dx, dy in DIRECTIONS)]
+        wanted += [region_of(p) for p in extra]
+        regions: dict[str, Region] = {}
+        for x, y in wanted:
+            key = region_key(x, y)
+            region = world.peek_region(x, y)
+            if region is not None:
+                regions[key] = region
+        meta = world.meta
+        copy_meta = WorldMeta(
+            meta.seed, meta.tick, meta.next_thing_id, dict(meta.counters), list(meta.versions)
+        )
+        places: dict[str, Place] = {}
+        things: dict[int, Thing] = {}
+        avatars: dict[str, Avatar] = {}
+        for region in regions.values():
+            for index in range(region.n_places):
+                place = world.place(place_id(region.rx, region.ry, index))
+                places[place.id] = place
+                for thing in world.peek_things_at(place.id):
+                    things[thing.id] = copy_thing(thing)
+                for avatar in world.avatars_at(place.id):
+                    avatars[avatar.id] = replace(avatar, attrs=dict(avatar.attrs))
+        avatars[me.id] = replace(me, attrs=dict(me.attrs))
+        for avatar in avatars.values():
+            for thing in world.peek_inventory(avatar.id):
+                things[thing.id] = copy_thing(thing)
+        for thing in things.values():
+            dynamics.settle(thing, world.rules, copy_meta, meta.tick)
+        return cls(world.rules, copy_meta, avatar_id, regions, places, things, avatars)
+
+    @property
+    def tick(self) -> int:
+        return self.meta.tick
+
+    @property
+    def me(self) -> Avatar:
+        return self.avatars[self.avatar_id]
+
+    def scratch(self) -> World:
+        """A fresh in-memory world holding copies of everything in the snapshot."""
+        backend = MemoryBackend(self.meta.seed, self.rules)
+        meta = WorldMeta(
+            self.meta.seed,
+            self.meta.tick,
+            self.meta.next_thing_id,
+            dict(self.meta.counters),
+            list(self.meta.versions),
+        )
+        backend.regions = dict(self.regions)
+        backend.places = dict(self.places)  # places are not changed by actions
+        backend.save(
+            ChangeSet(
+                meta=meta,
+                things={i: copy_thing(t) for i, t in self.things.items()},
+                avatars={a.id: replace(a, attrs=dict(a.attrs)) for a in self.avatars.values()},
+            )
+        )
+        return World(backend, self.rules)
+
+    # -- the place graph -----------------------------------------------------------------------
+    def _enterable(self, place: Place) -> bool:
+        version = self.meta.version_at(self.tick)
+        if version.season(self.tick) not in self.rules.places[place.kind].seasons:
+            return False
+        return int(place.attrs.get("flooded_until", -1) or -1) <= self.tick
+
+    def _bfs(self, source: str) -> dict[str, tuple[int, str | None, str | None]]:
+        """place -> (distance, previous place, exit label taken into it)."""
+        if source not in self._dist:
+            seen: dict[str, tuple[int, str | None, str | None]] = {source: (0, None, None)}
+            queue = deque([source])
+            while queue:
+                here = queue.popleft()
+                for label, there in self.places[here].exits.items():
+                    target = self.places.get(there)
+                    if there in seen or target is None or not self._enterable(target):
+                        continue
+                    seen[there] = (seen[here][0] + 1, here, label)
+                    queue.append(there)
+            self._dist[source] = seen
+        return self._dist[source]
+
+    def dist(self, source: str, target: str) -> float:
+        found = self._bfs(source).get(target)
+        return math.inf if found is None else found[0]
+
+    def path(self, source: str, target: str) -> list[str] | None:
+        """Exit labels from ``source`` to ``target``, or None if it cannot be reached."""
+        tree = self._bfs(source)
+        if target not in tree:
+            return None
+        labels: list[str] = []
+        node: str | None = target
+        while node is not None and node != source:
+            _, previous, label = tree[node]
+            labels.append(str(label))
+            node = previous
+        return labels[::-1]
+
+    # -- what lies where -----------------------------------------------------------------------
+    def loose(self, type_name: str | None = None) -> list[Thing]:
+        """Objects lying in receptacles (nobody holds them), optionally of one type."""
+        return [
+            t
+            for t in self.things.values()
+            if t.kind == "object"
+            and t.holder is None
+            and t.container is not None
+            and (type_name is None or t.type == type_name)
+        ]
+
+    def held(self, avatar_id: str | None = None) -> list[Thing]:
+        who = avatar_id or self.avatar_id
+        return sorted((t for t in self.things.values() if t.holder == who), key=lambda t: t.id)
+
+    def receptacles(self, station: str | None = None) -> list[Thing]:
+        found = [t for t in self.things.values() if t.kind == "receptacle"]
+        if station is not None:
+            found = [t for t in found if self.rules.receptacles[t.type].station == station]
+        return sorted(found, key=lambda t: t.id)
+
+    def closed(self, receptacle_id: int | None) -> bool:
+        thing = self.things.get(receptacle_id) if receptacle_id is not None else None
+        return thing is not None and thing.attrs.get("open") is False
+
+    def where(self, thing: Thing) -> str:
+        """The place a thing is at; held things are where their holder stands."""
+        if thing.holder is not None:
+            return self.avatars[thing.holder].place
+        assert thing.place is not None
+        return thing.place
+
+    def direction(self, place: str) -> str | None:
+        """ "north" etc. when ``place`` lies in a neighbouring region of the avatar's."""
+        (ax, ay), (px, py) = region_of(self.me.place), region_of(place)
+        return DIRECTIONS.get((px - ax, py - ay))
+
+
+def usable_tools(snap: Snapshot, tag: str, uses: int) -> list[Thing]:
+    """Held or loose tools carrying ``tag`` with at least ``uses`` uses left."""
+    found = []
+    for tool in (*snap.held(), *snap.loose()):
+        spec = snap.rules.objects[tool.type]
+        left = tool.count("durability", uses)
+        if tag in spec.tags and not tool.attrs.get("broken") and left >= uses:
+            found.append(tool)
+    return found
