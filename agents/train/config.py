@@ -20,14 +20,14 @@ class TrainConfig:
     """How the continual trainer learns. Defaults follow design §7 (RLAnything)."""
 
     # -- what is learned ---------------------------------------------------------------------
-    mode: str = "integrated_rm"  # one of MODES
+    mode: str = "integrated_rm"  # outcome_only | integrated_frozen_rm | integrated_rm (see MODES)
     lam: float = 1.0  # λ: weight of the reward model's mean vote in the step reward
     votes: int = 3  # m: judgments per step the trainer waits for (first m by vote number)
     # -- grouping and filters (design §7) ----------------------------------------------------
     group_by: str = "task"  # rollouts are grouped by (task id | family, policy version)
     min_group_size: int = 2  # a group with fewer rollouts gives no advantage and is dropped
-    group_size: int = 4  # a group this big is trained on at once; smaller ones wait
-    max_staleness: int = 2  # a waiting group whose version is this many versions old is flushed
+    group_size: int = 4  # an all-success or all-failure group this big is given up
+    max_staleness: int = 2  # waiting rollouts more versions behind than this are dropped
     accuracy_window: tuple[float, float] = (0.2, 0.8)  # tasks whose votes train the reward model
     include_abandoned: bool = False  # abandons come from outside the policy (shutdown, idle)
     judgment_wait_s: float = 120.0  # an episode still short of m votes per step then is dropped

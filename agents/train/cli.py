@@ -1,0 +1,112 @@
+"""``bigworld train``: run the continual trainer against a world server.
+
+Every field of :class:`~agents.train.config.TrainConfig` is a flag of the same name
+(``--kl-beta 0.02``, ``--no-include-abandoned``), its help text the field's own comment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+import re
+import signal
+import threading
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from agents.cli import add_server_options, command
+from agents.train.config import MODES, TrainConfig
+
+_COMMENT = re.compile(r"^\s+(\w+): [^=]+=.*?#\s*(.+)$")
+
+
+def _field_help() -> dict[str, str]:
+    """Each config field's trailing comment in config.py: the one place it is documented."""
+    found = {}
+    for line in inspect.getsource(TrainConfig).splitlines():
+        match = _COMMENT.match(line)
+        if match:
+            found[match.group(1)] = match.group(2).replace("%", "%%")
+    return found
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    helps = _field_help()
+    group = parser.add_argument_group("training configuration (TrainConfig)")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        text = helps.get(f.name, "")
+        if f.name == "mode":
+            group.add_argument(flag, choices=MODES, default=default, help=text)
+        elif isinstance(default, bool):
+            group.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=default, help=text
+            )
+        elif isinstance(default, tuple):
+            kind = type(default[0]) if default else str
+            nargs = len(default) if f.name == "accuracy_window" else "+"
+            group.add_argument(flag, type=kind, nargs=nargs, default=default, help=text)
+        elif default is None:
+            group.add_argument(flag, default=None, help=text)
+        else:
+            group.add_argument(flag, type=type(default), default=default, help=text)
+
+
+def config_from(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = {f.name: getattr(args, f.name) for f in fields(TrainConfig)}
+    for name in ("accuracy_window", "lora_targets"):
+        values[name] = tuple(values[name])
+    return TrainConfig(**values)
+
+
+@command("train")
+def register_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    train = sub.add_parser(
+        "train",
+        help="run the continual trainer",
+        description="Follow ended, judged episodes on a world server; update the policy with "
+        "integrated step-wise and outcome feedback (PPO-clip + k3 KL) and, in integrated_rm "
+        "mode, the reward model with consistency feedback; save, register and prune versions "
+        "that running agents reload. Runs forever unless --iterations; resumes from --out.",
+    )
+    train.add_argument("--policy", type=Path, required=True, help="starting policy directory")
+    train.add_argument("--reward", type=Path, help="starting reward-model directory")
+    train.add_argument(
+        "--out", type=Path, default=Path("bigworld-train"), help="checkpoints and state"
+    )
+    train.add_argument("--iterations", type=int, help="stop after this many updates")
+    train.add_argument("--seconds", type=float, help="stop after this long")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_server_options(train)
+    add_config_options(train)
+    train.set_defaults(run=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from agents.client import BigWorldClient
+    from agents.train.trainer import Trainer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = config_from(args)
+    if config.trains_reward_model and args.reward is None:
+        raise SystemExit("bigworld: --mode integrated_rm trains the reward model: give --reward")
+    client = BigWorldClient(args.server, args.token)
+    trainer = Trainer(client, config, policy_dir=args.policy, reward_dir=args.reward, out=args.out)
+
+    def stop(signum: int, frame: object) -> None:
+        trainer.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if args.seconds is not None:
+        timer = threading.Timer(args.seconds, trainer.stop.set)
+        timer.daemon = True
+        timer.start()
+    history = trainer.run(args.iterations, progress=not args.no_progress)
+    latest = {k: v.version for k, v in trainer.state.latest.items()}
+    print(json.dumps({"updates": len(history), "latest": latest, "out": str(args.out)}))
+    return 0
