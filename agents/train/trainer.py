@@ -357,8 +357,13 @@ class Trainer:
             if (first := self.warm_start()) is not None:
                 bar.show(first)
             while not self.stop.is_set() and (iterations is None or done < iterations):
-                self.collect()
-                metrics = self.update()
+                try:
+                    self.collect()
+                    metrics = self.update()
+                except (UnreachableError, ServerError):
+                    if not self.stop.is_set():
+                        raise
+                    break  # stopped while the server was away
                 ckpt.save_state(self.out, self._state())
                 if metrics is None:
                     self.stop.wait(self.config.poll_s)
