@@ -1,0 +1,461 @@
+"""Does a tiny policy get better in this world, on a laptop-class CPU? (issue 5; not a test)
+
+Four arms, each on a fresh server over the same world seed, each given the same wall time:
+
+- ``frozen``: the starting policy plays, nothing learns;
+- ``outcome_only``: the trainer learns from outcomes alone;
+- ``integrated``: outcomes + the reward model's step votes, reward model frozen;
+- ``integrated_rm``: the same, and the reward model learns from consistency rewards.
+
+All arms start from the same models, warm-started once before the clock runs (not counted):
+an oracle-playing agent and a random agent play on a preparation server, a heuristic judge
+(the oracle's plan distance, with some votes flipped) judges their steps, and the tiny policy
+is cloned from the oracle's choices, the tiny reward model from the judge's answers.
+
+Reports success rate over wall time per arm, per task family in the first and second half of
+each arm's episodes, and the trainer's figures; writes ``learning.json`` and ``learning.png``::
+
+    .venv/bin/python bench/learning.py --minutes 5          # about 25 minutes in all
+    .venv/bin/python bench/learning.py --minutes 1 --arms frozen integrated_rm   # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from live import LiveServer, start_server  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from agents.backends import Sampling, TransformersModel  # noqa: E402
+from agents.client import BigWorldClient  # noqa: E402
+from agents.models.tiny import ModelSpec, init_model  # noqa: E402
+from agents.policy_agent import (  # noqa: E402
+    ExpertPolicy,
+    ModelPolicy,
+    PolicyRunner,
+    RandomPolicy,
+    RunnerConfig,
+)
+from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
+from agents.train.checkpoints import save_checkpoint  # noqa: E402
+from agents.train.config import TrainConfig  # noqa: E402
+from agents.train.data import episode_from_detail  # noqa: E402
+from agents.train.learner import Learner, Sample  # noqa: E402
+from agents.train.trainer import Trainer  # noqa: E402
+
+ARMS = {  # arm → trainer mode (None: no trainer)
+    "frozen": None,
+    "outcome_only": "outcome_only",
+    "integrated": "integrated_frozen_rm",
+    "integrated_rm": "integrated_rm",
+}
+COLOURS = {
+    "frozen": (120, 120, 120),
+    "outcome_only": (31, 119, 180),
+    "integrated": (255, 127, 14),
+    "integrated_rm": (44, 160, 44),
+}
+
+
+@dataclass
+class Played:
+    """Episodes as the bench's policy runners saw them end (wall time since the arm began)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, **row: Any) -> None:
+        with self.lock:
+            self.rows.append(row)
+
+
+class TimedRunner(PolicyRunner):
+    """A policy runner that notes when each episode ended, how, and under which version."""
+
+    def __init__(self, *args: Any, played: Played, started: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.played, self.started = played, started
+
+    def play_episode(self) -> dict[str, Any] | None:
+        version = self.policy.version
+        record = super().play_episode()
+        if record is not None:
+            detail = self.client.episode(record["episode_id"])
+            self.played.add(
+                t=time.monotonic() - self.started,
+                success=bool(record["success"]),
+                family=detail["family"],
+                steps=record["steps"],
+                version=version,
+            )
+        return record
+
+
+def serve(data: Path, args: argparse.Namespace, **extra: str) -> LiveServer:
+    env = {
+        "BIGWORLD_SEED": str(args.seed),
+        "BIGWORLD_STEP_BUDGET": str(args.step_budget),
+        "BIGWORLD_LOG_LEVEL": "warning",
+        **extra,
+    }
+    return start_server(data, env=env)
+
+
+def start_thread(target: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+# --- the shared warm start -------------------------------------------------------------------
+
+
+def prepare(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """Starting models cloned from oracle play (policy) and heuristic judgments (reward)."""
+    started = time.monotonic()
+    server = serve(work / "prep", args, BIGWORLD_RECORD_DISTANCE="true")
+    try:
+        admin = BigWorldClient(server.url, server.admin_token)
+        trainer_token = admin.create_agent("prep-trainer", "trainer").token
+        players = [
+            ("expert", ExpertPolicy(BigWorldClient(server.url, trainer_token))),
+            ("random", RandomPolicy(args.seed)),
+        ]
+        for name, policy in players:
+            token = admin.create_agent(f"prep-{name}", "policy").token
+            runner = PolicyRunner(
+                BigWorldClient(server.url, token), policy, RunnerConfig(max_episodes=args.demos)
+            )
+            runner.run()
+        judge_token = admin.create_agent("prep-judge", "reward").token
+        judges = RewardRunner(
+            BigWorldClient(server.url, judge_token),
+            HeuristicJudge(noise=args.judge_noise, seed=args.seed),
+            RewardConfig(votes=1),
+        )
+        while judges.run_once():
+            pass
+        demos, verdicts = [], []
+        for row in admin.episodes():
+            episode = episode_from_detail(admin.episode(row["id"]), votes=1, use_votes=True)
+            if episode is None:
+                continue
+            for step in episode.steps:
+                if step.policy_version == "expert" and episode.rollout.success:
+                    demos.append(Sample(step.prompt, step.completion))
+                for vote in step.votes:
+                    if vote.score != 0:
+                        verdicts.append(Sample(step.reward_prompt, _short(vote)))
+    finally:
+        server.stop()
+    spec = ModelSpec(hidden_size=args.hidden_size, num_hidden_layers=args.layers, seed=args.seed)
+    config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
+    out = {}
+    figures: dict[str, Any] = {"demonstrations": len(demos), "verdicts": len(verdicts)}
+    for kind, samples in (("policy", demos), ("reward", verdicts)):
+        init_model(kind, work / f"init-{kind}", spec)
+        learner = Learner(
+            work / f"init-{kind}", config, lr=args.bc_lr, version="init", resolve=lambda v: None
+        )
+        losses = []
+        for k in range(args.bc_steps):
+            batch = [samples[(k * 16 + i) % len(samples)] for i in range(16)]
+            losses.append(learner.bc_update(batch).loss)
+        out[kind] = save_checkpoint(
+            learner.model, learner.tokenizer, work, f"start-{kind}", 0, {"bc_steps": args.bc_steps}
+        )
+        figures[f"{kind}_bc_loss"] = [round(losses[0], 4), round(losses[-1], 4)]
+    figures["prepare_s"] = round(time.monotonic() - started, 1)
+    return out["policy"], out["reward"], figures
+
+
+def _short(vote: Any) -> str:
+    """The judge's answer, short: a tiny model learns to end with the verdict."""
+    return f"{vote.rationale.split('.')[0]}. \\boxed{{{vote.score}}}"
+
+
+# --- one arm ---------------------------------------------------------------------------------
+
+
+def run_arm(
+    name: str, args: argparse.Namespace, work: Path, policy: Path, reward: Path
+) -> dict[str, Any]:
+    mode = ARMS[name]
+    server = serve(work / name, args)
+    played, stops, threads = Played(), [], []
+    trainer: Trainer | None = None
+    try:
+        admin = BigWorldClient(server.url, server.admin_token)
+        started = time.monotonic()
+        sampling = Sampling(temperature=args.temperature, max_new_tokens=24, seed=args.seed)
+        for i in range(args.agents):
+            token = admin.create_agent(f"{name}-policy-{i}", "policy").token
+            model = TransformersModel(policy, version="init", device="cpu")
+            runner = TimedRunner(
+                BigWorldClient(server.url, token),
+                ModelPolicy(model, "rank", Sampling(args.temperature, 1, args.seed + i)),
+                RunnerConfig(poll_s=2.0),
+                played=played,
+                started=started,
+            )
+            stops.append(runner.stop)
+            threads.append(start_thread(runner.run))
+        if mode in ("integrated_frozen_rm", "integrated_rm"):
+            token = admin.create_agent(f"{name}-judge", "reward").token
+            judge = ModelJudge(TransformersModel(reward, version="init", device="cpu"), sampling)
+            judges = RewardRunner(
+                BigWorldClient(server.url, token), judge, RewardConfig(votes=3, reload_poll_s=2.0)
+            )
+            stops.append(judges.stop)
+            threads.append(start_thread(judges.run))
+        if mode is not None:
+            token = admin.create_agent(f"{name}-trainer", "trainer").token
+            config = TrainConfig(
+                mode=mode,
+                group_by="family",  # tasks are sampled afresh: the same task rarely repeats
+                group_size=8,
+                min_samples=args.min_samples,
+                batch_size=16,
+                micro_batch_size=8,
+                lr=args.lr,
+                reward_lr=args.lr,
+                poll_s=1.0,
+                judgment_wait_s=60.0,
+                device="cpu",
+                seed=args.seed,
+            )
+            trainer = Trainer(
+                BigWorldClient(server.url, token),
+                config,
+                policy_dir=policy,
+                reward_dir=reward,
+                out=work / name / "train",
+            )
+            stops.append(trainer.stop)
+            threads.append(start_thread(lambda: trainer.run(progress=False)))
+        deadline = started + args.minutes * 60
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            print(
+                f"\r{name}: {time.monotonic() - started:5.0f}s {_line(played.rows)}",
+                end="",
+                flush=True,
+            )
+        print()
+        for stop in stops:
+            stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        server.stop()
+    return {
+        "arm": name,
+        "mode": mode,
+        "episodes": played.rows,
+        "updates": trainer.history if trainer is not None else [],
+        "versions": sorted({r["version"] for r in played.rows}),
+    }
+
+
+def _line(rows: list[dict[str, Any]]) -> str:
+    wins = sum(r["success"] for r in rows)
+    return f"{len(rows)} episodes, {wins} succeeded ({wins / max(1, len(rows)):.0%})"
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def summarise(result: dict[str, Any], minutes: float, buckets: int = 10) -> dict[str, Any]:
+    rows = sorted(result["episodes"], key=lambda r: r["t"])
+    width = minutes * 60 / buckets
+    curve = []
+    for b in range(buckets):
+        inside = [r for r in rows if b * width <= r["t"] < (b + 1) * width]
+        rate = sum(r["success"] for r in inside) / len(inside) if inside else None
+        curve.append(
+            {"t_end_s": round((b + 1) * width, 1), "episodes": len(inside), "success": rate}
+        )
+    half = len(rows) // 2
+    families: dict[str, dict[str, list[int]]] = defaultdict(
+        lambda: {"first": [0, 0], "second": [0, 0]}
+    )
+    for i, r in enumerate(rows):
+        cell = families[r["family"]]["first" if i < half else "second"]
+        cell[0] += r["success"]
+        cell[1] += 1
+    per_family = {
+        f: {k: (f"{w}/{n}" if n else "-") for k, (w, n) in halves.items()}
+        for f, halves in sorted(families.items())
+    }
+    last = result["updates"][-1] if result["updates"] else {}
+    return {
+        "arm": result["arm"],
+        "episodes": len(rows),
+        "success": sum(r["success"] for r in rows) / max(1, len(rows)),
+        "first_half": _rate(rows[:half]),
+        "second_half": _rate(rows[half:]),
+        "curve": curve,
+        "per_family": per_family,
+        "updates": len(result["updates"]),
+        "versions_played": result["versions"],
+        "last_update": {k: round(v, 4) for k, v in last.items()},
+    }
+
+
+def _rate(rows: list[dict[str, Any]]) -> float | None:
+    return sum(r["success"] for r in rows) / len(rows) if rows else None
+
+
+def plot(summaries: list[dict[str, Any]], path: Path) -> None:
+    """Success rate over wall time per arm: matplotlib when installed, else a plain PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        _plain_png(summaries, path)
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in summaries:
+        points = [(c["t_end_s"] / 60, c["success"]) for c in s["curve"] if c["success"] is not None]
+        ax.plot(
+            *zip(*points, strict=True),
+            marker="o",
+            label=s["arm"],
+            color=[x / 255 for x in COLOURS[s["arm"]]],
+        )
+    ax.set(
+        xlabel="minutes",
+        ylabel="success rate",
+        ylim=(0, 1),
+        title="bigworld: tiny policy, same seed and wall time",
+    )
+    ax.legend()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+
+
+def _plain_png(summaries: list[dict[str, Any]], path: Path, w: int = 640, h: int = 360) -> None:
+    """Axes (0..1 by 0.25) and one coloured polyline per arm; the legend is in learning.json."""
+    pixels = bytearray([255] * (w * h * 3))
+    left, right, top, bottom = 40, w - 20, 20, h - 30
+
+    def dot(x: int, y: int, colour: tuple[int, int, int]) -> None:
+        for dx in (0, 1):
+            for dy in (0, 1):
+                if 0 <= x + dx < w and 0 <= y + dy < h:
+                    i = ((y + dy) * w + x + dx) * 3
+                    pixels[i : i + 3] = bytes(colour)
+
+    def line(x0: int, y0: int, x1: int, y1: int, colour: tuple[int, int, int]) -> None:
+        n = max(abs(x1 - x0), abs(y1 - y0), 1)
+        for k in range(n + 1):
+            dot(x0 + (x1 - x0) * k // n, y0 + (y1 - y0) * k // n, colour)
+
+    grey = (200, 200, 200)
+    for q in range(5):
+        y = bottom - (bottom - top) * q // 4
+        line(left, y, right, y, grey if q else (0, 0, 0))
+    line(left, top, left, bottom, (0, 0, 0))
+    for s in summaries:
+        span = s["curve"][-1]["t_end_s"] if s["curve"] else 1
+        points = [
+            (
+                left + int((right - left) * c["t_end_s"] / span),
+                bottom - int((bottom - top) * c["success"]),
+            )
+            for c in s["curve"]
+            if c["success"] is not None
+        ]
+        for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+            line(x0, y0, x1, y1, COLOURS[s["arm"]])
+        for x, y in points:
+            for d in range(-2, 3):
+                dot(x + d, y, COLOURS[s["arm"]])
+                dot(x, y + d, COLOURS[s["arm"]])
+    raw = b"".join(b"\x00" + bytes(pixels[y * w * 3 : (y + 1) * w * 3]) for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    path.write_bytes(png + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=5.0, help="wall time per arm")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
+    parser.add_argument("--step-budget", type=int, default=15, help="steps per episode")
+    parser.add_argument("--agents", type=int, default=1, help="policy agents per arm")
+    parser.add_argument(
+        "--demos", type=int, default=40, help="oracle (and random) episodes to clone"
+    )
+    parser.add_argument(
+        "--judge-noise", type=float, default=0.1, help="heuristic judge's flip rate"
+    )
+    parser.add_argument("--bc-steps", type=int, default=150, help="warm-start steps per model")
+    parser.add_argument("--bc-lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
+    parser.add_argument("--min-samples", type=int, default=16, help="policy samples per update")
+    parser.add_argument("--temperature", type=float, default=1.0, help="rank-mode sampling")
+    parser.add_argument("--hidden-size", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument(
+        "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-learning"
+    )
+    args = parser.parse_args()
+    hf_logging.disable_progress_bar()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
+        work = Path(tmp)
+        policy, reward, prep = prepare(args, work)
+        print(f"warm start: {json.dumps(prep)}")
+        summaries = [
+            summarise(run_arm(arm, args, work, policy, reward), args.minutes) for arm in args.arms
+        ]
+    report = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "prepare": prep,
+        "arms": summaries,
+    }
+    (args.out / "learning.json").write_text(json.dumps(report, indent=2))
+    plot(summaries, args.out / "learning.png")
+    print(f"{'arm':<15}{'episodes':>9}{'success':>9}{'1st half':>10}{'2nd half':>10}{'updates':>9}")
+    for s in summaries:
+        first, second = (
+            f"{x:.2f}" if x is not None else "-" for x in (s["first_half"], s["second_half"])
+        )
+        print(
+            f"{s['arm']:<15}{s['episodes']:>9}{s['success']:>9.2f}{first:>10}{second:>10}{s['updates']:>9}"
+        )
+    for s in summaries:
+        print(f"{s['arm']}: per family (first half → second half) {json.dumps(s['per_family'])}")
+    print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
