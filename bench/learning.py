@@ -50,11 +50,12 @@ from agents.policy_agent import (  # noqa: E402
     RandomPolicy,
     RunnerConfig,
 )
+from agents.prompts import rank_completion  # noqa: E402
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
 from agents.train.config import TrainConfig  # noqa: E402
 from agents.train.data import episode_from_detail  # noqa: E402
-from agents.train.learner import Learner, Sample  # noqa: E402
+from agents.train.learner import Choice, Learner, Sample, rank_cross_entropy  # noqa: E402
 from agents.train.trainer import Trainer  # noqa: E402
 
 ARMS = {  # arm → trainer mode (None: no trainer)
@@ -149,14 +150,26 @@ def prepare(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str,
         )
         while judges.run_once():
             pass
-        demos, verdicts = [], []
+        demos, choices, verdicts = [], [], []
         for row in admin.episodes():
-            episode = episode_from_detail(admin.episode(row["id"]), votes=1, use_votes=True)
+            detail = admin.episode(row["id"])
+            episode = episode_from_detail(detail, votes=1, use_votes=True)
             if episode is None:
                 continue
-            for step in episode.steps:
+            # the actions a step chose among: step 0's list, then each step's answer's list
+            lists = [detail["admissible_actions"]] + [
+                s["admissible_actions"] for s in detail["steps"]
+            ]
+            for step, admissible in zip(episode.steps, lists, strict=False):
                 if step.policy_version == "expert" and episode.rollout.success:
                     demos.append(Sample(step.prompt, step.completion))
+                    if step.action in admissible:
+                        candidates = tuple(
+                            rank_completion(k + 1, a) for k, a in enumerate(admissible)
+                        )
+                        choices.append(
+                            Choice(step.prompt, candidates, admissible.index(step.action))
+                        )
                 for vote in step.votes:
                     if vote.score != 0:
                         verdicts.append(Sample(step.reward_prompt, _short(vote)))
@@ -173,8 +186,12 @@ def prepare(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str,
         )
         losses = []
         for k in range(args.bc_steps):
-            batch = [samples[(k * 16 + i) % len(samples)] for i in range(16)]
-            losses.append(learner.bc_update(batch).loss)
+            if kind == "policy" and args.bc == "rank":  # softmax over the candidates, 4 a step
+                batch = [choices[(k * 4 + i) % len(choices)] for i in range(4)]
+                losses.append(rank_cross_entropy(learner, batch).loss)
+            else:
+                batch = [samples[(k * 16 + i) % len(samples)] for i in range(16)]
+                losses.append(learner.bc_update(batch).loss)
         out[kind] = save_checkpoint(
             learner.model, learner.tokenizer, work, f"start-{kind}", 0, {"bc_steps": args.bc_steps}
         )
@@ -417,7 +434,13 @@ def main() -> int:
         "--judge-noise", type=float, default=0.1, help="heuristic judge's flip rate"
     )
     parser.add_argument("--bc-steps", type=int, default=150, help="warm-start steps per model")
-    parser.add_argument("--bc-lr", type=float, default=1e-3)
+    parser.add_argument("--bc-lr", type=float, default=3e-4)
+    parser.add_argument(
+        "--bc",
+        choices=("rank", "text"),
+        default="rank",
+        help="policy warm start: cross-entropy over the candidates (rank) or on the text",
+    )
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
     parser.add_argument("--min-samples", type=int, default=16, help="policy samples per update")
     parser.add_argument("--temperature", type=float, default=1.0, help="rank-mode sampling")

@@ -12,14 +12,15 @@ from agents.backends import TransformersModel
 from agents.models.tiny import load_model
 from agents.prompts import policy_prompt, rank_completion
 from agents.train.config import TrainConfig
-from agents.train.learner import Learner, Sample
+from agents.train.learner import Choice, Learner, Sample, rank_cross_entropy
 from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
 
+ACTIONS = ["go to countertop 1", "take mug 1 from countertop 1", "look"]
 PROMPT = policy_prompt(
     "put a clean mug in cabinet 1.",
     [],
     "You are in the kitchen. You see mug 1 on countertop 1.",
-    ["go to countertop 1", "take mug 1 from countertop 1", "look"],
+    ACTIONS,
 )
 
 
@@ -163,3 +164,22 @@ def test_behaviour_cloning_raises_the_demonstrated_completion(models: dict[str, 
     for _ in range(5):
         after = learner.bc_update([demo] * 4).loss
     assert after < before
+
+
+def test_rank_cloning_is_the_cross_entropy_of_the_agents_candidate_softmax(
+    models: dict[str, Path],
+) -> None:
+    learner = _learner(models["policy"])
+    candidates = tuple(rank_completion(k + 1, a) for k, a in enumerate(ACTIONS))
+    agent = TransformersModel(models["policy"], device="cpu")
+    before = torch.log_softmax(torch.tensor(agent.score(PROMPT, candidates)), dim=0)  # (C,)
+    stats = rank_cross_entropy(learner, [Choice(PROMPT, candidates, 1)])
+    assert stats.loss == pytest.approx(float(-before[1]), abs=1e-3) and stats.grad_norm > 0
+    for _ in range(5):
+        rank_cross_entropy(learner, [Choice(PROMPT, candidates, 1)])
+    batch = collate(
+        [encode(learner.tokenizer, PROMPT, c) for c in candidates], learner.tokenizer.pad_token_id
+    )
+    with torch.no_grad():
+        after = torch.log_softmax(token_logprobs(learner.model, batch).sum(dim=1), dim=0)
+    assert after[1] > before[1]
