@@ -11,7 +11,9 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -69,6 +71,21 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("BIGWORLD_TOKEN"),
         help="bearer token of any role (env BIGWORLD_TOKEN)",
     )
+
+
+def stop_on_signals(stop: threading.Event, seconds: float | None = None) -> None:
+    """Set ``stop`` on SIGTERM or Ctrl-C, and after ``seconds`` when given, so that a
+    long-running command (an agent, the trainer) finishes its work cleanly."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    if seconds is not None:
+        timer = threading.Timer(seconds, stop.set)
+        timer.daemon = True
+        timer.start()
 
 
 def client_for(args: argparse.Namespace) -> BigWorldClient:

@@ -6,12 +6,10 @@ import argparse
 import json
 import logging
 import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
-from agents.cli import add_server_options, command
+from agents.cli import add_server_options, command, stop_on_signals
 
 ROLES = ("policy", "reward")
 BACKENDS = ("random", "expert", "heuristic", "transformers", "vllm", "vllm-server")
@@ -138,15 +136,7 @@ def run_agent(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     runner = build_runner(args)
 
-    def stop(signum: int, frame: object) -> None:
-        runner.stop.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    if args.seconds is not None:
-        timer = threading.Timer(args.seconds, runner.stop.set)
-        timer.daemon = True
-        timer.start()
+    stop_on_signals(runner.stop, args.seconds)
     result = runner.run()
     if result is not None:
         print(

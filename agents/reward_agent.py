@@ -8,6 +8,7 @@ crash stores nothing twice.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -111,8 +112,7 @@ class HeuristicJudge:
 
 
 def _unit(*key: object) -> float:
-    import hashlib
-
+    """A uniform draw in [0, 1) that depends only on ``key``."""
     digest = hashlib.blake2b("\x1f".join(map(str, key)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2**64
 

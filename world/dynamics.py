@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from world.entities import Thing
-from world.rules import SEASONS, Rules, RulesVersion
+from world.rules import Rules, RulesVersion
 
 if TYPE_CHECKING:
     from world.state import WorldMeta
@@ -129,7 +129,3 @@ def temperature_until(version: RulesVersion, now: int) -> int:
 
 def is_rotten(thing: Thing) -> bool:
     return "fresh" in thing.attrs and thing.number("fresh") <= 0.0
-
-
-def season_index(season: str) -> int:
-    return SEASONS.index(season)

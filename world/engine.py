@@ -189,8 +189,8 @@ def _go(view: View, action: Action, apply: bool) -> str:
         # look at a hub touch four regions); only an already loaded one is checked here.
         if region_of(target_id) == region_of(view.place.id):
             _check_enterable(world, world.place(target_id))
-        elif target_id in world._places:  # noqa: SLF001 - cheap peek at loaded places only
-            _check_enterable(world, world._places[target_id])  # noqa: SLF001
+        elif (loaded := world.loaded_place(target_id)) is not None:
+            _check_enterable(world, loaded)
         return ""
     target = world.place(target_id)
     _check_enterable(world, target)

@@ -192,6 +192,10 @@ class World:
         """The region at (rx, ry) if it exists, without generating it."""
         return self._regions.get(region_key(rx, ry)) or self.backend.load_region(rx, ry)
 
+    def loaded_place(self, place_id: str) -> Place | None:
+        """The place if this transaction already holds it; never loads or generates."""
+        return self._places.get(place_id)
+
     def place(self, place_id: str) -> Place:
         place = self._places.get(place_id)
         if place is not None:
@@ -262,12 +266,6 @@ class World:
                 raise UnknownEntityError(f"no thing with id {thing_id}")
             self._adopt([found])
         return self._things[thing_id]
-
-    def find_thing(self, thing_id: int) -> Thing | None:
-        try:
-            return self.thing(thing_id)
-        except UnknownEntityError:
-            return None
 
     def create_thing(
         self,
@@ -359,10 +357,6 @@ class World:
         event = Event(self.tick, kind, actor, tuple(entities), payload)
         self._changes.events.append(event)
         return event
-
-    @property
-    def events(self) -> list[Event]:
-        return list(self._changes.events)
 
     def commit(self) -> ChangeSet:
         """Close the transaction: append a ``state`` event with the after-image of every

@@ -11,13 +11,11 @@ import inspect
 import json
 import logging
 import re
-import signal
-import threading
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from agents.cli import add_server_options, command
+from agents.cli import add_server_options, command, stop_on_signals
 from agents.train.config import MODES, TrainConfig
 
 _COMMENT = re.compile(r"^\s+(\w+): [^=]+=.*?#\s*(.+)$")
@@ -97,15 +95,7 @@ def run_train(args: argparse.Namespace) -> int:
     client = BigWorldClient(args.server, args.token)
     trainer = Trainer(client, config, policy_dir=args.policy, reward_dir=args.reward, out=args.out)
 
-    def stop(signum: int, frame: object) -> None:
-        trainer.stop.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    if args.seconds is not None:
-        timer = threading.Timer(args.seconds, trainer.stop.set)
-        timer.daemon = True
-        timer.start()
+    stop_on_signals(trainer.stop, args.seconds)
     history = trainer.run(args.iterations, progress=not args.no_progress)
     latest = {k: v.version for k, v in trainer.state.latest.items()}
     print(json.dumps({"updates": len(history), "latest": latest, "out": str(args.out)}))

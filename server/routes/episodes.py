@@ -33,7 +33,6 @@ from server.schemas import (
     StepIn,
     StepOut,
     StepRecord,
-    TaskOut,
 )
 from world.store import records
 from world.store.models import EpisodeRow, JudgmentRow
@@ -193,7 +192,7 @@ def _episode_out(session: SessionDep, episode: EpisodeRow) -> EpisodeOut:
         id=episode.id,
         agent_id=episode.agent_id,
         avatar_id=episode.avatar_id,
-        task=TaskOut(id=task.id, family=task.family, params=task.params, text=task.text),
+        task=service.task_out(task),
         family=episode.family,
         status=episode.status,
         outcome=episode.outcome,

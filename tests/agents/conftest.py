@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.client import AgentCredentials, BigWorldClient
+from agents.models.tiny import ModelSpec, init_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not a package
 from live import LiveServer, live_server  # noqa: E402
@@ -50,3 +51,22 @@ def agent(make_agent: Callable[..., AgentCredentials]) -> AgentCredentials:
 def client(server: LiveServer, agent: AgentCredentials) -> Iterator[BigWorldClient]:
     with BigWorldClient(server.url, agent.token) as policy:
         yield policy
+
+
+# Tiny models for agent and trainer tests, built once per session (training the tokenizer
+# on the world's corpus takes seconds).
+TINY = ModelSpec(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=2048,
+    vocab_size=512,
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {kind: init_model(kind, root / kind, TINY) for kind in ("policy", "reward")}

@@ -15,26 +15,12 @@ from live import live_server
 
 from agents.backends import Sampling, TransformersModel
 from agents.client import BigWorldClient
-from agents.models.tiny import MANIFEST, ModelSpec, init_model
+from agents.models.tiny import MANIFEST
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
 
 torch = pytest.importorskip("torch")
 VOTES = 3
-SPEC = ModelSpec(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    vocab_size=512,
-)
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("models")
-    return {kind: init_model(kind, root / kind, SPEC) for kind in ("policy", "reward")}
 
 
 def _publish(source: Path, out: Path, version: int) -> Path:
@@ -60,7 +46,7 @@ def _until(condition, timeout: float) -> bool:
 
 
 def test_agents_play_judge_survive_a_crash_and_switch_versions(
-    models: dict[str, Path], tmp_path: Path
+    tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     torch.set_num_threads(1)
     with live_server(tmp_path / "data", env={"BIGWORLD_STEP_BUDGET": "5"}) as server:
@@ -73,7 +59,7 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
             PolicyRunner(
                 BigWorldClient(server.url, c.token),
                 ModelPolicy(
-                    TransformersModel(models["policy"], device="cpu"),
+                    TransformersModel(tiny_models["policy"], device="cpu"),
                     "generate" if i == 3 else "rank",
                     quick,
                 ),
@@ -83,7 +69,7 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
         ]
         judge = RewardRunner(
             BigWorldClient(server.url, judge_creds.token),
-            ModelJudge(TransformersModel(models["reward"], device="cpu"), Sampling(1.0, 8, 0)),
+            ModelJudge(TransformersModel(tiny_models["reward"], device="cpu"), Sampling(1.0, 8, 0)),
             RewardConfig(votes=VOTES, poll_s=0.2),
         )
         threads = [threading.Thread(target=r.run, daemon=True) for r in [*runners, judge]]
@@ -94,7 +80,7 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
         time.sleep(1.0)
         server.start()
         steps_at_switch = sum(r.stats.steps for r in runners)
-        new = _publish(models["policy"], tmp_path / "policy-v1", 1)
+        new = _publish(tiny_models["policy"], tmp_path / "policy-v1", 1)
         assert trainer.register_policy(kind="policy", path=str(new), parent=None)["version"] == 1
         assert _until(lambda: all(r.stats.reloads >= 1 for r in runners), 30)
         assert _until(lambda: sum(r.stats.steps for r in runners) >= steps_at_switch + 20, 60)
