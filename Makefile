@@ -26,7 +26,10 @@ $(STAMP): pyproject.toml
 serve: install
 	$(VENV)/bin/bigworld serve
 
+# The dashboard test drives Debian's headless Chromium; install it where it is missing.
 test: install
+	command -v chromium >/dev/null 2>&1 || apt-get install -y -q chromium >/dev/null \
+		|| (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -44,6 +44,8 @@ NAMING_CONVENTION = {
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 EPISODE_STATUSES = ("open", "succeeded", "failed", "abandoned")
+TASK_STATUSES = ("active", "pending", "retired")
+TASK_ORIGINS = ("sampled", "requested", "probe", "harder", "easier")
 ROLES = ("admin", "policy", "reward", "trainer", "observer")
 
 
@@ -160,6 +162,8 @@ class AgentRow(Base):
 
 
 class TaskRow(Base):
+    """A task and its place in the forge's pool (design §8)."""
+
     __tablename__ = "tasks"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -167,6 +171,19 @@ class TaskRow(Base):
     params: Mapped[dict[str, Any]]
     text: Mapped[str] = mapped_column(Text)
     created_tick: Mapped[int] = mapped_column(BigInteger)
+    # The pool: one of TASK_STATUSES; where it came from (TASK_ORIGINS), from which task and
+    # why; whether it belongs to the fixed probe set; the oracle's plan length when admitted.
+    status: Mapped[str] = mapped_column(
+        String(16), index=True, default="active", server_default="active"
+    )
+    origin: Mapped[str] = mapped_column(
+        String(16), default="sampled", server_default="sampled"
+    )
+    parent_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    probe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    difficulty: Mapped[int | None] = mapped_column(Integer)
+    status_tick: Mapped[int | None] = mapped_column(BigInteger)  # tick of the last change
 
 
 class EpisodeRow(Base):
@@ -271,3 +288,33 @@ class ExpertHintRow(Base):
     agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
     tick: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+# -- the forge -----------------------------------------------------------------------------
+class ForgeDecisionRow(Base):
+    """One forge decision with the evidence behind it: a proposal, a trial verdict, a
+    retirement, or a dynamics change (drift, storm, flood, discovery)."""
+
+    __tablename__ = "forge_decisions"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    cycle: Mapped[int] = mapped_column(Integer, index=True)
+    tick: Mapped[int] = mapped_column(BigInteger, index=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the task judged
+    candidate_id: Mapped[str | None] = mapped_column(String(64))  # the variant proposed
+    verdict: Mapped[str] = mapped_column(String(16))
+    evidence: Mapped[dict[str, Any]]
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ForgeStateRow(Base):
+    """The forge's one row: paused or not, its configuration, and its cycle counter."""
+
+    __tablename__ = "forge_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    config: Mapped[dict[str, Any]]
+    cycle: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    last_tick: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
