@@ -2,12 +2,16 @@
 
 from server.routes import (
     agents,
+    dashboard,
     entities,
     episodes,
     events,
+    forge,
     health,
+    learning,
     metrics,
     policies,
+    regions,
     tasks,
     world,
 )
@@ -22,4 +26,8 @@ ROUTERS = [
     entities.router,
     tasks.router,
     policies.router,
+    forge.router,
+    learning.router,
+    regions.router,
+    dashboard.router,
 ]
