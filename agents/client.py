@@ -460,6 +460,14 @@ class BigWorldClient:
     def policies(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
         return self._pages("/v1/policies", {**filters, "limit": page_size})
 
+    def learning_metrics(self, **filters: Any) -> Record:
+        """Learning curves and continual-learning metrics (``GET /v1/metrics/learning``)."""
+        return self.run(_call(Request("GET", "/v1/metrics/learning", params=_given(**filters))))
+
+    def decisions(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
+        """The forge's decisions with the evidence behind them (``GET /v1/forge/decisions``)."""
+        return self._pages("/v1/forge/decisions", {**filters, "limit": page_size})
+
 
 class AsyncBigWorldClient:
     """The asyncio twin of :class:`BigWorldClient`: same methods, awaited; lists are async
@@ -587,6 +595,14 @@ class AsyncBigWorldClient:
 
     async def latest_policy(self, kind: str = "policy") -> Record:
         return await self.run(_call(Request("GET", "/v1/policies/latest", params={"kind": kind})))
+
+    async def learning_metrics(self, **filters: Any) -> Record:
+        return await self.run(
+            _call(Request("GET", "/v1/metrics/learning", params=_given(**filters)))
+        )
+
+    def decisions(self, *, page_size: int | None = None, **filters: Any) -> AsyncIterator[Record]:
+        return self._pages("/v1/forge/decisions", {**filters, "limit": page_size})
 
 
 __all__ = [
