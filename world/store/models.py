@@ -184,6 +184,10 @@ class TaskRow(Base):
     probe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     difficulty: Mapped[int | None] = mapped_column(Integer)
     status_tick: Mapped[int | None] = mapped_column(BigInteger)  # tick of the last change
+    # The critic's measure at the last forge cycle: accuracy over the recent window of ended
+    # rollouts (None before any), and how many rollouts that window held.
+    accuracy: Mapped[float | None] = mapped_column(Float)
+    rollouts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class EpisodeRow(Base):
@@ -318,3 +322,6 @@ class ForgeStateRow(Base):
     config: Mapped[dict[str, Any]]
     cycle: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     last_tick: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    draws: Mapped[int] = mapped_column(  # episode begins that drew from the pool, ever
+        BigInteger, default=0, server_default=text("0")
+    )
