@@ -187,7 +187,7 @@ class TaskRow(Base):
     # The critic's measure at the last forge cycle: accuracy over the recent window of ended
     # rollouts (None before any), and how many rollouts that window held.
     accuracy: Mapped[float | None] = mapped_column(Float)
-    rollouts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    rollouts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class EpisodeRow(Base):
