@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.cli import add_server_options, command, stop_on_signals
-from agents.train.config import MODES, TrainConfig
+from agents.train.config import GROUP_KEYS, MODES, WARM_START_LOSSES, TrainConfig
 
+CHOICES = {"mode": MODES, "group_by": GROUP_KEYS, "warm_start_loss": WARM_START_LOSSES}
 _COMMENT = re.compile(r"^\s+(\w+): [^=]+=.*?#\s*(.+)$")
 
 
@@ -38,8 +39,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
         text = helps.get(f.name, "")
-        if f.name == "mode":
-            group.add_argument(flag, choices=MODES, default=default, help=text)
+        if f.name in CHOICES:
+            group.add_argument(flag, choices=CHOICES[f.name], default=default, help=text)
         elif isinstance(default, bool):
             group.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=default, help=text
@@ -79,6 +80,11 @@ def register_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     train.add_argument("--iterations", type=int, help="stop after this many updates")
     train.add_argument("--seconds", type=float, help="stop after this long")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--player-token",
+        help="a policy agent's token: the warm start plays --warm-start-play episodes with it, "
+        "following the oracle's hints (read with --token, a trainer's)",
+    )
     add_server_options(train)
     add_config_options(train)
     train.set_defaults(run=run_train)
@@ -92,11 +98,36 @@ def run_train(args: argparse.Namespace) -> int:
     config = config_from(args)
     if config.trains_reward_model and args.reward is None:
         raise SystemExit("bigworld: --mode integrated_rm trains the reward model: give --reward")
+    if config.warm_start_play > 0 and args.player_token is None:
+        raise SystemExit("bigworld: --warm-start-play plays as a policy agent: give --player-token")
     client = BigWorldClient(args.server, args.token)
-    trainer = Trainer(client, config, policy_dir=args.policy, reward_dir=args.reward, out=args.out)
+    trainer = Trainer(
+        client,
+        config,
+        policy_dir=args.policy,
+        reward_dir=args.reward,
+        out=args.out,
+        demonstrator=expert_player(args.server, args.player_token, client),
+    )
 
     stop_on_signals(trainer.stop, args.seconds)
     history = trainer.run(args.iterations, progress=not args.no_progress)
     latest = {k: v.version for k, v in trainer.state.latest.items()}
     print(json.dumps({"updates": len(history), "latest": latest, "out": str(args.out)}))
     return 0
+
+
+def expert_player(server: str, player_token: str | None, expert: Any) -> Any:
+    """Plays n episodes as the policy agent of ``player_token`` on the hints ``expert`` (a
+    trainer's client) gets from ``GET /v1/episodes/{id}/expert``; None without a token."""
+    if player_token is None:
+        return None
+
+    def play(n: int) -> None:
+        from agents.client import BigWorldClient
+        from agents.policy_agent import ExpertPolicy, PolicyRunner, RunnerConfig
+
+        with BigWorldClient(server, player_token) as player:
+            PolicyRunner(player, ExpertPolicy(expert), RunnerConfig(max_episodes=n)).run()
+
+    return play

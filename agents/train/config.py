@@ -13,6 +13,7 @@ MODES = ("outcome_only", "integrated_frozen_rm", "integrated_rm")
 - ``integrated_rm``: integrated feedback, and the reward model learns from consistency rewards.
 """
 GROUP_KEYS = ("task", "family")
+WARM_START_LOSSES = ("rank", "text")
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,11 @@ class TrainConfig:
     ppo_epochs: int = 1  # passes over an update's samples
     min_samples: int = 8  # an update waits until this many policy samples are ready
     # -- warm start (behaviour cloning on oracle-played steps, policy_version "expert") -------
-    warm_start_steps: int = 0  # optimiser steps of cross-entropy before RL (0: none)
+    warm_start_steps: int = 0  # optimiser steps of cloning before RL (0: none)
     warm_start_episodes: int = 200  # at most this many expert episodes are read for it
+    warm_start_play: int = 0  # first play this many episodes on expert hints (needs --player-token)
+    warm_start_loss: str = "rank"  # rank: softmax over a step's actions | text: its completion
+    warm_start_batch: int = 8  # demonstrated steps per cloning step (rank loss)
     # -- versions and the loop ---------------------------------------------------------------
     keep_last: int = 3  # checkpoints kept on disk per kind (the registered ones named there)
     poll_s: float = 2.0  # wait between looks for newly ended episodes
@@ -68,6 +72,15 @@ class TrainConfig:
             raise ValueError(f"expected mode in {MODES}, got {self.mode!r}")
         if self.group_by not in GROUP_KEYS:
             raise ValueError(f"expected group_by in {GROUP_KEYS}, got {self.group_by!r}")
+        if self.warm_start_loss not in WARM_START_LOSSES:
+            raise ValueError(
+                f"expected warm_start_loss in {WARM_START_LOSSES}, got {self.warm_start_loss!r}"
+            )
+        if self.warm_start_play < 0 or self.warm_start_batch < 1:
+            raise ValueError(
+                "expected warm_start_play >= 0 and warm_start_batch >= 1, got "
+                f"{self.warm_start_play}, {self.warm_start_batch}"
+            )
         low, high = self.accuracy_window
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError(f"expected 0 <= low <= high <= 1, got {self.accuracy_window}")

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.prompts import reward_prompt
+from agents.prompts import rank_completion, reward_prompt
+from agents.train.learner import Choice
 from agents.train.rewards import Rollout
 
 Record = dict[str, Any]
@@ -50,6 +51,15 @@ class StepText:
     action: str
     observation: str  # the observation that followed the action
     votes: tuple[Vote, ...] = ()
+    admissible: tuple[str, ...] = ()  # the actions the policy chose among at this step
+
+    @property
+    def choice(self) -> Choice | None:
+        """The step as a rank-mode decision (None when its action was not on the list)."""
+        if self.action not in self.admissible:
+            return None
+        candidates = tuple(rank_completion(k + 1, a) for k, a in enumerate(self.admissible))
+        return Choice(self.prompt, candidates, self.admissible.index(self.action))
 
     @property
     def reward_prompt(self) -> str:
@@ -84,7 +94,11 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
         )
         by_step.setdefault(int(j["step"]), {}).setdefault(vote.vote, vote)
     steps = []
-    for s in raw_steps:
+    # the list a step chose among: the one answered at begin, then each previous step's
+    offered = [detail.get("admissible_actions") or ()] + [
+        s.get("admissible_actions") or () for s in raw_steps
+    ]
+    for s, admissible in zip(raw_steps, offered, strict=False):
         chosen = tuple(sorted(by_step.get(s["step"], {}).values(), key=lambda v: v.vote))[:votes]
         if use_votes and len(chosen) < votes:
             raise NotReady(f"step {s['step']} has {len(chosen)} of {votes} judgments")
@@ -97,6 +111,7 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
                 action=s["action"],
                 observation=s["observation"],
                 votes=chosen if use_votes else (),
+                admissible=tuple(admissible),
             )
         )
     task = detail.get("task") or {}

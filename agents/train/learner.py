@@ -249,52 +249,63 @@ class Learner:
         return self._optimise(chunks, step_loss)
 
 
-def rank_cross_entropy(learner: Learner, choices: Sequence[Choice]) -> UpdateStats:
-    """Behaviour cloning of a rank-mode policy: cross-entropy of the softmax over each
-    prompt's candidates (their summed log-probs, as the agent samples from) on the chosen one.
+def rank_scores(learner: Learner, choice: Choice) -> Tensor:
+    """The summed log-prob of each candidate completion after the prompt, (C,), as the agent
+    ranks them (``TransformersModel.score``), with gradients when grad mode is on.
 
-    Sharper than cloning the chosen text alone, which mostly teaches what actions look like.
-    The prompt is run once and its key/value cache shared by every candidate (with gradients),
-    as ``TransformersModel.score`` does for the agent."""
+    The prompt is run once and its key/value cache shared by every candidate."""
+    cfg, tok, device = learner.config, learner.tokenizer, learner.device
+    prompt = torch.tensor([tok(choice.prompt).input_ids[-cfg.max_prompt_tokens :]], device=device)
+    rows = [tok(c).input_ids + [tok.eos_token_id] for c in choice.candidates]
+    n, width = len(rows), max(len(r) for r in rows)
+    ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=device)
+    lengths = torch.tensor([len(r) for r in rows], device=device)
+    mask = torch.arange(width, device=device)[None, :] < lengths[:, None]  # (C, W)
+    head = learner.model(input_ids=prompt, use_cache=True)  # (1, P, V)
+    cache = head.cache if "cache" in head else head.past_key_values
+    cache.batch_repeat_interleave(n)
+    attention = torch.cat(
+        [torch.ones(n, prompt.shape[1], dtype=torch.long, device=device), mask.long()], dim=1
+    )
+    tail = learner.model(
+        input_ids=ids, attention_mask=attention, **{_cache_arg(learner.model): cache}
+    ).logits  # (C, W, V)
+    first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (C,)
+    rest = torch.log_softmax(tail[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])
+    return first + (rest.squeeze(-1) * mask[:, 1:]).sum(dim=1)  # (C,)
+
+
+def rank_cross_entropy(learner: Learner, choices: Sequence[Choice]) -> UpdateStats:
+    """Behaviour cloning of a rank-mode policy, one optimiser step: cross-entropy of the
+    softmax over each prompt's candidates (as the agent samples from) on the chosen one.
+
+    Sharper than cloning the chosen text alone, which mostly teaches what actions look like."""
     if not choices:
         return UpdateStats()
-    cfg, tok, device = learner.config, learner.tokenizer, learner.device
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
-    total, tokens = 0.0, 0
+    total = 0.0
     for choice in choices:
-        prompt = torch.tensor(
-            [tok(choice.prompt).input_ids[-cfg.max_prompt_tokens :]], device=device
-        )
-        rows = [tok(c).input_ids + [tok.eos_token_id] for c in choice.candidates]
-        n, width = len(rows), max(len(r) for r in rows)
-        ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=device)
-        lengths = torch.tensor([len(r) for r in rows], device=device)
-        mask = torch.arange(width, device=device)[None, :] < lengths[:, None]  # (C, W)
-        head = learner.model(input_ids=prompt, use_cache=True)  # (1, P, V)
-        cache = head.cache if "cache" in head else head.past_key_values
-        cache.batch_repeat_interleave(n)
-        attention = torch.cat(
-            [torch.ones(n, prompt.shape[1], dtype=torch.long, device=device), mask.long()], dim=1
-        )
-        tail = learner.model(
-            input_ids=ids, attention_mask=attention, **{_cache_arg(learner.model): cache}
-        ).logits
-        first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (C,)
-        rest = torch.log_softmax(tail[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])
-        scores = first + (rest.squeeze(-1) * mask[:, 1:]).sum(dim=1)  # (C,)
+        scores = rank_scores(learner, choice)
         loss = -torch.log_softmax(scores, dim=0)[choice.chosen] / len(choices)
         loss.backward()
         total += float(loss.detach())
-        tokens += prompt.shape[1] + int(mask.sum())
     norm = torch.nn.utils.clip_grad_norm_(
-        [p for p in learner.model.parameters() if p.requires_grad], cfg.grad_clip
+        [p for p in learner.model.parameters() if p.requires_grad], learner.config.grad_clip
     )
     learner.optimizer.step()
     learner.model.eval()
-    return UpdateStats(
-        samples=len(choices), tokens=tokens, loss=total, grad_norm=float(norm), optimizer_steps=1
-    )
+    return UpdateStats(samples=len(choices), loss=total, grad_norm=float(norm), optimizer_steps=1)
+
+
+@torch.no_grad()
+def rank_accuracy(learner: Learner, choices: Sequence[Choice]) -> float:
+    """Share of ``choices`` whose chosen candidate the model ranks first (greedy rank mode)."""
+    if not choices:
+        return 0.0
+    learner.model.eval()
+    hits = sum(int(rank_scores(learner, c).argmax()) == c.chosen for c in choices)
+    return hits / len(choices)
 
 
 def _cache_arg(model: Any) -> str:

@@ -12,6 +12,7 @@ latest checkpoints; while the server is away every call is retried with backoff.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,12 @@ from agents.errors import NotFoundError, ServerError, UnreachableError
 from agents.train import checkpoints as ckpt
 from agents.train.config import TrainConfig
 from agents.train.data import SCRIPTED_VERSIONS, Episode, EpisodeFeed, expert_steps
-from agents.train.learner import Learner, Sample, UpdateStats
+from agents.train.learner import (
+    Learner,
+    Sample,
+    rank_accuracy,
+    rank_cross_entropy,
+)
 from agents.train.rewards import group_rollouts, policy_advantages, reward_model_advantages
 
 log = logging.getLogger("bigworld.train")
@@ -64,10 +70,12 @@ class Trainer:
         reward_dir: Path | None,
         out: Path,
         clock: Callable[[], float] = time.time,
+        demonstrator: Callable[[int], Any] | None = None,
     ) -> None:
         if config.trains_reward_model and reward_dir is None:
             raise ValueError("mode integrated_rm trains the reward model: expected a reward_dir")
         self.client, self.config, self.out, self.clock = client, config, Path(out), clock
+        self.demonstrator = demonstrator  # plays n episodes on expert hints (warm_start_play)
         self.initial = {"policy": Path(policy_dir), "reward": reward_dir}
         self.stop = threading.Event()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -287,14 +295,18 @@ class Trainer:
         }
         if "reward" in stats:
             metrics.update(stats["reward"].as_metrics("rm_"))
-        self._save(metrics)
+        # a reward model that learned nothing (no task in the accuracy window) keeps its version
+        updated = [k for k, s in stats.items() if s.optimizer_steps > 0]
+        self._save(metrics, updated)
         return metrics
 
-    def _save(self, metrics: dict[str, float]) -> None:
-        """Checkpoint, persist, register, prune: in this order, so a crash at any point
-        leaves a state a restart can finish (an unregistered latest is registered then)."""
+    def _save(self, metrics: dict[str, float], kinds: list[str]) -> None:
+        """Checkpoint, persist, register, prune the ``kinds`` that changed: in this order, so
+        a crash at any point leaves a state a restart can finish (an unregistered latest is
+        registered then)."""
         self.state.iteration += 1
-        for kind, learner in self.learners.items():
+        learners = {k: self.learners[k] for k in kinds}
+        for kind, learner in learners.items():
             parent = learner.version
             path = ckpt.save_checkpoint(
                 learner.publishable(),
@@ -312,40 +324,68 @@ class Trainer:
             learner.save_optimizer(self.out / f"optimizer-{kind}.pt")
             self.state.latest[kind] = ckpt.Version(None, str(path.resolve()), parent)
         ckpt.save_state(self.out, self._state())
-        for kind, learner in self.learners.items():
+        for kind, learner in learners.items():
             self._publish(kind, metrics)
             learner.version = str(self.state.latest[kind].version)
             ckpt.prune(self.out, kind, self.config.keep_last, {self.state.latest[kind].path})
         self.history.append(metrics)
 
     def warm_start(self) -> dict[str, float] | None:
-        """Behaviour cloning on oracle-played steps, once per run, published as a version."""
+        """Behaviour cloning on oracle-played steps, once per run, published as a version.
+
+        With ``warm_start_play`` the trainer first has ``demonstrator`` play that many
+        episodes on the oracle's hints. The rank loss clones the choice among a step's
+        admissible actions (as a rank-mode agent decides); a tenth of the demonstrated steps
+        (at most 64) is held out to measure how often the clone ranks the oracle's action first.
+        """
         cfg = self.config
         if cfg.warm_start_steps <= 0 or self.state.warm_started:
             return None
-        steps = self._patiently(lambda: expert_steps(self.client, limit=cfg.warm_start_episodes))
-        samples = [Sample(s.prompt, s.completion, 0.0, "expert") for s in steps if s.completion]
+        if cfg.warm_start_play > 0:
+            if self.demonstrator is None:
+                raise ValueError("warm_start_play > 0 needs a demonstrator (a player token)")
+            self.demonstrator(cfg.warm_start_play)
+        limit = max(cfg.warm_start_episodes, cfg.warm_start_play)
+        steps = self._patiently(lambda: expert_steps(self.client, limit=limit))
+        learner = self.learners["policy"]
+        demos: list[Any]
+        if cfg.warm_start_loss == "rank":
+            demos, per_step = (
+                [c for s in steps if (c := s.choice) is not None],
+                cfg.warm_start_batch,
+            )
+        else:
+            demos = [Sample(s.prompt, s.completion, 0.0, "expert") for s in steps if s.completion]
+            per_step = cfg.batch_size
         self.state.warm_started = True
-        if not samples:
+        if not demos:
             log.warning("warm start: no oracle-played episodes found; skipping it")
             ckpt.save_state(self.out, self._state())
             return None
-        learner = self.learners["policy"]
-        started, total = time.perf_counter(), UpdateStats()
-        per_step = cfg.batch_size
+        random.Random(cfg.seed).shuffle(demos)
+        held = min(64, len(demos) // 10) if cfg.warm_start_loss == "rank" else 0
+        held_out, train = demos[:held], demos[held:]
+        started, losses = time.perf_counter(), []
         for k in range(cfg.warm_start_steps):
-            chunk = [samples[(k * per_step + i) % len(samples)] for i in range(per_step)]
-            total = learner.bc_update(chunk)
+            batch = [train[(k * per_step + i) % len(train)] for i in range(per_step)]
+            if cfg.warm_start_loss == "rank":
+                losses.append(rank_cross_entropy(learner, batch).loss)
+            else:
+                losses.append(learner.bc_update(batch).loss)
         seconds = time.perf_counter() - started
         metrics = {
             "iteration": float(self.state.iteration + 1),
             "warm_start": 1.0,
-            "demonstrations": float(len(samples)),
-            "bc_loss": total.loss,
+            "demonstrations": float(len(train)),
+            "bc_loss_first": losses[0],
+            "bc_loss": sum(losses[-10:]) / len(losses[-10:]),
             "update_s": seconds,
             "samples_per_s": cfg.warm_start_steps * per_step / max(seconds, 1e-9),
         }
-        self._save(metrics)
+        if held_out:
+            metrics["heldout_step_accuracy"] = rank_accuracy(learner, held_out)
+            metrics["heldout_steps"] = float(len(held_out))
+        self._save(metrics, ["policy"])
         return metrics
 
     # -- the loop ----------------------------------------------------------------------------

@@ -124,6 +124,7 @@ class FakeServer:
             "outcome": outcome,
             "family": "pick",
             "task": {"id": task, "family": "pick", "params": {}, "text": f"task {task}"},
+            "admissible_actions": ACTIONS,
             "steps": rows,
             "judgments": judgments,
         }
@@ -320,7 +321,67 @@ def test_warm_start_clones_the_oracle_and_publishes_a_version(
     t = trainer(server, models, tmp_path / "run", mode="outcome_only", warm_start_steps=3)
     metrics = t.warm_start()
     assert metrics is not None and metrics["demonstrations"] == 4 and metrics["bc_loss"] > 0
+    assert metrics["bc_loss"] < metrics["bc_loss_first"]  # rank loss on 4 steps, 3 times over
     assert [(r["version"], r["parent"]) for r in server.registry["policy"]] == [(1, None), (2, 1)]
     assert t.warm_start() is None  # once per run, also after a restart
     again = trainer(server, models, tmp_path / "run", mode="outcome_only", warm_start_steps=3)
     assert again.warm_start() is None and again.learners["policy"].version == "2"
+
+
+def test_text_warm_start_clones_the_completions(models: dict[str, Path], tmp_path: Path) -> None:
+    server = FakeServer()
+    server.add_episode("a", 1, version="expert", policy="expert", votes=0, steps=3)
+    t = trainer(
+        server, models, tmp_path / "run", warm_start_steps=4, warm_start_loss="text", lr=1e-2
+    )
+    metrics = t.warm_start()
+    assert metrics is not None and metrics["demonstrations"] == 3
+    assert metrics["bc_loss"] < metrics["bc_loss_first"]
+    # the reward model was not trained, so it keeps its version
+    assert [r["version"] for r in server.registry["reward"]] == [1]
+
+
+def test_warm_start_plays_expert_episodes_first_when_asked(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    played: list[int] = []
+
+    def demonstrator(n: int) -> None:  # stands in for a policy agent on expert hints
+        played.append(n)
+        for i in range(n):
+            server.add_episode(f"t{i}", 1, version="expert", policy="expert", votes=0)
+
+    t = Trainer(
+        server,
+        config(warm_start_steps=2, warm_start_play=3),
+        policy_dir=models["policy"],
+        reward_dir=models["reward"],
+        out=tmp_path / "run",
+        demonstrator=demonstrator,
+    )
+    metrics = t.warm_start()
+    assert played == [3] and metrics is not None and metrics["demonstrations"] == 6
+    without = trainer(server, models, tmp_path / "other", warm_start_steps=2, warm_start_play=3)
+    with pytest.raises(ValueError, match="demonstrator"):
+        without.warm_start()
+
+
+def test_the_reward_model_keeps_its_version_when_no_task_is_in_the_accuracy_window(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run", accuracy_window=(0.9, 1.0))
+    server.add_round("1")
+    (metrics,) = t.run(iterations=1, progress=False)
+    assert metrics["samples"] > 0 and metrics["rm_samples"] == 0
+    assert [r["version"] for r in server.registry["policy"]] == [1, 2]
+    assert [r["version"] for r in server.registry["reward"]] == [1]
+    assert t.learners["reward"].version == "1"
+    assert not list((tmp_path / "run").glob("reward-*"))
+    # once a task is in the window, the reward model learns and gets its next version
+    t.config = config(accuracy_window=(0.2, 0.8))
+    server.add_round(t.learners["policy"].version)
+    metrics = t.run(iterations=1, progress=False)[-1]
+    assert metrics["rm_samples"] > 0
+    assert [(r["version"], r["parent"]) for r in server.registry["reward"]] == [(1, None), (2, 1)]
