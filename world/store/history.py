@@ -1,5 +1,5 @@
 """Reading what happened: the event log by filter, entities as they were at a past tick, and
-summary counts of the world as it is.
+summary counts of the world as it is (in all and per region).
 
 Time travel needs no snapshots: every world transaction appends a ``state`` event carrying the
 after-image of each entity it changed, so an entity at tick T is its image in the last
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from world.store.models import (
@@ -120,3 +120,48 @@ def counts(*, session: Session) -> dict[str, int]:
     ):
         out[name] = session.scalar(select(func.count()).select_from(model)) or 0
     return out
+
+
+@dataclass(frozen=True)
+class RegionSummary:
+    """A materialised region with how many places, things and avatars it holds now. Things
+    count where they lie (in a container or not); held things travel with their avatar."""
+
+    rx: int
+    ry: int
+    kind: str
+    generated_tick: int
+    places: int
+    things: int
+    avatars: int
+
+
+def list_regions(*, session: Session, limit: int, cursor: tuple[int, int] | None) -> Page:
+    """Regions in (rx, ry) order after ``cursor``, counted in SQL: correlated subqueries run
+    only for the page's rows and use the places-by-region, things-by-place and
+    avatars-by-place indexes. ``next_cursor`` is ``"rx,ry"`` of the page's last region."""
+    stmt = select(
+        RegionRow.rx,
+        RegionRow.ry,
+        RegionRow.kind,
+        RegionRow.generated_tick,
+        _count_in_region(PlaceRow),
+        _count_in_region(ThingRow, ThingRow.place),
+        _count_in_region(AvatarRow, AvatarRow.place),
+    )
+    if cursor is not None:
+        rx, ry = cursor
+        stmt = stmt.where(or_(RegionRow.rx > rx, and_(RegionRow.rx == rx, RegionRow.ry > ry)))
+    rows = session.execute(stmt.order_by(RegionRow.rx, RegionRow.ry).limit(limit + 1)).all()
+    items = [RegionSummary(*row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return Page(items, f"{items[-1].rx},{items[-1].ry}" if more else None)
+
+
+def _count_in_region(model: type, place: Any = None) -> Any:
+    """How many ``model`` rows lie in the enclosing query's region; ``place`` is the column
+    naming the place a row lies in (none for places themselves)."""
+    stmt = select(func.count()).select_from(model)
+    if place is not None:
+        stmt = stmt.join(PlaceRow, place == PlaceRow.id)
+    return stmt.where(PlaceRow.rx == RegionRow.rx, PlaceRow.ry == RegionRow.ry).scalar_subquery()
