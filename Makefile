@@ -1,5 +1,6 @@
 # bigworld: every target sets itself up on first use.
 #   make install   create .venv (if missing) and install the project, once
+#   make demo      the whole loop for ten minutes on the embedded default, then a report
 #   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
 #   make test      ruff (lint and format), mypy on the world, then the whole test suite
 #   make bench     run the benchmarks in bench/
@@ -9,7 +10,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install serve test bench clean
+.PHONY: install demo serve test bench clean
 
 install: $(STAMP)
 
@@ -22,6 +23,9 @@ $(STAMP): pyproject.toml
 	fi
 	$(PYTHON) -m pip install --quiet -e '.[dev,agents]'
 	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/bigworld demo
 
 serve: install
 	$(VENV)/bin/bigworld serve

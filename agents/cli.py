@@ -24,7 +24,11 @@ from agents.errors import ClientError
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMANDS: dict[str, Register] = {}
-COMMAND_MODULES = ("agents.commands", "agents.train.cli")  # their commands register on import
+COMMAND_MODULES = (
+    "agents.commands",
+    "agents.train.cli",
+    "agents.demo",
+)  # their commands register on import
 """Top-level command name → function adding its parser (whose ``run`` default is the handler)."""
 
 

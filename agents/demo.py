@@ -1,0 +1,429 @@
+"""``bigworld demo``: the whole loop on the embedded default for a bounded time, then a report.
+
+The demo starts, each as a child process in its own process group, the world server on a SQLite
+file in the data folder (the forge runs inside it), policy agents with a tiny CPU model, a
+reward agent and the continual trainer. It shows a live terminal view, and at the end (or on
+Ctrl-C / SIGTERM) stops the agents and the trainer first, so that they finish or abandon their
+episodes, then the server, and writes a report with ``bigworld report``.
+
+Everything lives in the data folder, so a second run continues the same world rather than
+starting over::
+
+    D/world.db, D/admin_token           the world and its admin token (the server's own)
+    D/demo/credentials.json             the demo's agents and their tokens (0600)
+    D/demo/models/{policy,reward}       the tiny starting models, built once
+    D/demo/train/                       the trainer's checkpoints and cursor (it resumes)
+    D/demo/logs/*.log                   one log per process
+    D/report/                           the report of the latest run
+
+The demo imports nothing of the server: it runs ``bigworld`` commands and talks HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from agents.cli import command
+from agents.client import BigWorldClient, Record
+from agents.errors import ClientError
+
+BIGWORLD = "import sys; from server.cli import main; sys.exit(main(sys.argv[1:]))"
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0  # per process: agents finish or abandon their episode in this time
+REPORT_TIMEOUT_S = 300.0
+VIEW_EVERY_S = 2.0
+
+
+@command("demo")
+def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="the whole loop on the embedded default, then a report",
+        description="Run the world server (SQLite in the data folder, forge inside), policy "
+        "agents with a tiny CPU model, a reward agent and the trainer for a bounded time with "
+        "a live view; stop cleanly on Ctrl-C or at the end and write a report. Running it "
+        "again on the same data folder continues the same world.",
+    )
+    demo.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("BIGWORLD_DATA_DIR", "bigworld-data")),
+        help="the world's data folder (env BIGWORLD_DATA_DIR; default %(default)s)",
+    )
+    demo.add_argument(
+        "--port", type=int, default=8000, help="server port; a free one if it is taken"
+    )
+    demo.add_argument("--policies", type=int, default=4, help="policy agents (default 4)")
+    demo.add_argument("--seed", type=int, default=0, help="world seed for a new world")
+    demo.add_argument("--no-view", action="store_true", help="a status line, not a live view")
+    demo.add_argument("--no-report", action="store_true", help="skip the report at the end (tests)")
+    demo.set_defaults(run=run_demo)
+
+
+# --- the processes ---------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """One child process with its log file."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    _out: IO[bytes] | None = None
+
+    def start(self) -> Child:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._out = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", BIGWORLD, *self.argv],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            process_group=0,  # Ctrl-C reaches the demo only; it stops children in order
+        )
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def terminate(self) -> None:
+        if self.process is not None and self.alive:
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> int | None:
+        """The exit status, SIGKILLed when it is still running at ``deadline`` (monotonic);
+        None if it never started."""
+        if self.process is None:
+            return None
+        try:
+            self.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self._out is not None:
+            self._out.close()
+        return self.process.returncode
+
+
+def stop_all(children: list[Child]) -> None:
+    """SIGTERM to all at once, then wait for each, SIGKILL for any still running at the end."""
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for child in children:
+        child.wait(deadline)
+
+
+def free_port(preferred: int) -> int:
+    """``preferred`` when it can be bound on loopback, else any free port."""
+    for port in (preferred, 0):
+        with socket.socket() as sock, contextlib.suppress(OSError):
+            sock.bind(("127.0.0.1", port))
+            return int(sock.getsockname()[1])
+    raise OSError("no free port on 127.0.0.1")
+
+
+@dataclass
+class Layout:
+    """Where the demo keeps what it needs in the data folder."""
+
+    data_dir: Path
+
+    @property
+    def home(self) -> Path:
+        return self.data_dir / "demo"
+
+    @property
+    def credentials(self) -> Path:
+        return self.home / "credentials.json"
+
+    def model(self, kind: str) -> Path:
+        return self.home / "models" / kind
+
+    @property
+    def train(self) -> Path:
+        return self.home / "train"
+
+    def log(self, name: str) -> Path:
+        return self.home / "logs" / f"{name}.log"
+
+    @property
+    def report(self) -> Path:
+        return self.data_dir / "report"
+
+
+def build_models(layout: Layout) -> None:
+    """The tiny policy and reward models, built once (a later run reuses them)."""
+    for kind in ("policy", "reward"):
+        if (layout.model(kind) / "config.json").exists():
+            continue
+        from agents.models.tiny import ModelSpec, init_model
+
+        init_model(kind, layout.model(kind), ModelSpec())
+
+
+def wait_ready(server: Child, url: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    with BigWorldClient(url) as probe:
+        while time.monotonic() < deadline:
+            if not server.alive:
+                raise SystemExit(f"bigworld: the server stopped; see {server.log}")
+            with contextlib.suppress(ClientError):
+                if probe.readyz():
+                    return
+            time.sleep(0.3)
+    raise SystemExit(f"bigworld: the server was not ready in {READY_TIMEOUT_S:.0f} s")
+
+
+def agent_names(policies: int) -> dict[str, str]:
+    """The demo's agents, name → role."""
+    names = {f"demo-policy-{i}": "policy" for i in range(1, policies + 1)}
+    names.update({"demo-reward": "reward", "demo-trainer": "trainer", "demo-observer": "observer"})
+    return names
+
+
+def credentials(layout: Layout, url: str, admin_token: str, policies: int) -> dict[str, str]:
+    """Tokens of the demo's agents, name → token: registered on first use and kept (0600) in
+    the data folder, so a later run acts with the same agents and avatars."""
+    known: dict[str, str] = {}
+    if layout.credentials.exists():
+        known = json.loads(layout.credentials.read_text())
+    missing = {n: r for n, r in agent_names(policies).items() if n not in known}
+    if missing:
+        with BigWorldClient(url, admin_token) as admin:
+            for name, role in missing.items():
+                known[name] = admin.create_agent(name, role).token
+        layout.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(layout.credentials, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(known, out, indent=1)
+    return known
+
+
+def admin_token(data_dir: Path) -> str:
+    """The admin token: BIGWORLD_ADMIN_TOKEN, else the one the server wrote at first start."""
+    given = os.environ.get("BIGWORLD_ADMIN_TOKEN")
+    if given:
+        return given
+    return (data_dir / "admin_token").read_text().strip()
+
+
+def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: int) -> list[Child]:
+    server_opts = ["--server", url]
+    children = [
+        Child(
+            f"policy-{i}",
+            [
+                "agent", "run", "--role", "policy", "--backend", "transformers",
+                "--model", str(layout.model("policy")), "--mode", "rank",
+                "--seed", str(i), "--device", "cpu", *server_opts,
+            ],
+            layout.log(f"policy-{i}"),
+            {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"]},
+        )
+        for i in range(1, policies + 1)
+    ]  # fmt: skip
+    children.append(
+        Child(
+            "reward",
+            [
+                "agent", "run", "--role", "reward", "--backend", "transformers",
+                "--model", str(layout.model("reward")), "--votes", "3",
+                "--device", "cpu", *server_opts,
+            ],
+            layout.log("reward"),
+            {"BIGWORLD_TOKEN": tokens["demo-reward"]},
+        )
+    )  # fmt: skip
+    children.append(
+        Child(
+            "trainer",
+            [
+                "train", "--policy", str(layout.model("policy")),
+                "--reward", str(layout.model("reward")), "--out", str(layout.train),
+                "--mode", "integrated_rm", "--no-progress", *server_opts,
+            ],
+            layout.log("trainer"),
+            {"BIGWORLD_TOKEN": tokens["demo-trainer"]},
+        )
+    )  # fmt: skip
+    return children
+
+
+# --- the live view ---------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """What the view shows, read over HTTP with the observer token."""
+
+    world: Record
+    learning: Record | None
+    decisions: list[Record]
+    versions: dict[str, Any]
+
+
+def snapshot(client: BigWorldClient) -> Snapshot:
+    world = client.world()
+    learning: Record | None = None
+    with contextlib.suppress(ClientError):
+        learning = client.learning_metrics()
+    decisions: list[Record] = []
+    with contextlib.suppress(ClientError):
+        decisions = list(client.decisions(page_size=200))[-5:]
+    versions: dict[str, Any] = {}
+    for kind in ("policy", "reward"):
+        with contextlib.suppress(ClientError):
+            versions[kind] = client.latest_policy(kind).get("version")
+    return Snapshot(world, learning, decisions, versions)
+
+
+def _rate(stats: Record | None) -> str:
+    if not stats or not stats.get("episodes"):
+        return "   -   "
+    rate = stats.get("success_rate")
+    return f"{rate:4.2f} ({stats['episodes']})" if rate is not None else "   -   "
+
+
+def render(
+    shot: Snapshot,
+    *,
+    elapsed: float,
+    total: float,
+    url: str,
+    ended_at_start: int,
+    children: list[Child],
+) -> str:
+    """The view as text: world, throughput, success per family and version, forge, processes."""
+    world, learning = shot.world, shot.learning or {}
+    ended = int(learning.get("episodes") or 0)
+    per_min = (ended - ended_at_start) / max(elapsed / 60.0, 1e-9)
+    lines = [
+        f"bigworld demo  {int(elapsed) // 60}:{int(elapsed) % 60:02d} of "
+        f"{int(total) // 60}:{int(total) % 60:02d}   dashboard: {url}/",
+        f"world  tick {world.get('tick')}  season {world.get('season')}  "
+        f"regions {world.get('regions')}  things {world.get('things')}  "
+        f"avatars {world.get('avatars')}  rules v{world.get('rules_version')}",
+        f"episodes  {ended} ended ({per_min:.1f}/min this run)   "
+        f"policy v{shot.versions.get('policy', '-')}  reward v{shot.versions.get('reward', '-')}",
+        "",
+        "success by family          all         | by policy version",
+    ]
+    families: dict[str, Record] = learning.get("families") or {}
+    versions: dict[str, Record] = learning.get("versions") or {}
+    version_text = "  ".join(f"{v}: {_rate(s)}" for v, s in sorted(versions.items())[-3:])
+    for i, (family, stats) in enumerate(sorted(families.items())):
+        lines.append(f"  {family:22} {_rate(stats):>12} | {version_text if i == 0 else ''}")
+    if not families:
+        lines.append("  (no episode has ended yet)")
+    lines += ["", "forge, latest decisions"]
+    for d in reversed(shot.decisions):
+        task = f" {d['task_id']}" if d.get("task_id") else ""
+        lines.append(f"  tick {d['tick']:>6}  {d['kind']:<16} {d['verdict']:<10}{task}")
+    if not shot.decisions:
+        lines.append("  (none yet)")
+    state = "  ".join(f"{c.name} {'up' if c.alive else 'DOWN'}" for c in children)
+    lines += ["", f"processes  {state}", "Ctrl-C stops cleanly and writes the report."]
+    return "\n".join(lines)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    layout = Layout(args.data_dir.resolve())
+    layout.home.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
+    print(f"bigworld demo: data folder {layout.data_dir}", flush=True)
+    build_models(layout)
+    port = free_port(args.port)
+    url = f"http://127.0.0.1:{port}"
+    server = Child(
+        "server",
+        ["serve", "--data-dir", str(layout.data_dir), "--port", str(port)],
+        layout.log("server"),
+        {"BIGWORLD_SEED": str(args.seed), "BIGWORLD_RECORD_DISTANCE": "true"},
+    ).start()
+    children: list[Child] = []
+    try:
+        wait_ready(server, url)
+        tokens = credentials(layout, url, admin_token(layout.data_dir), args.policies)
+        children = [c.start() for c in agent_children(layout, url, tokens, args.policies)]
+        watch(args, url, tokens["demo-observer"], [server, *children], stop)
+    finally:
+        stop_all(children)  # they finish or abandon their episodes while the server is up
+        stop_all([server])
+    if not args.no_report:
+        report = Child(
+            "report",
+            ["report", "--data-dir", str(layout.data_dir), "--out", str(layout.report)],
+            layout.log("report"),
+        ).start()
+        status = report.wait(time.monotonic() + REPORT_TIMEOUT_S)
+        if status != 0:
+            print(f"bigworld demo: the report failed; see {report.log}", file=sys.stderr)
+            return 1
+        print(f"bigworld demo: report in {layout.report}/report.md")
+    print(f"bigworld demo: the world stays in {layout.data_dir}; run again to continue it.")
+    return 0
+
+
+def watch(
+    args: argparse.Namespace, url: str, token: str, children: list[Child], stop: threading.Event
+) -> None:
+    """Show the view until the time is up, Ctrl-C, or a process dies."""
+    total = args.minutes * 60.0
+    started = time.monotonic()
+    live = sys.stdout.isatty() and not args.no_view
+    ended_at_start: int | None = None
+    last_line = 0.0
+    with BigWorldClient(url, token) as client:
+        while not stop.wait(VIEW_EVERY_S if ended_at_start is not None else 0.0):
+            elapsed = time.monotonic() - started
+            if elapsed >= total:
+                break
+            dead = [c.name for c in children if not c.alive]
+            if dead:
+                print(f"bigworld demo: {', '.join(dead)} stopped; see {children[0].log.parent}")
+                break
+            try:
+                shot = snapshot(client)
+            except ClientError as exc:
+                print(f"bigworld demo: server unreachable: {exc}", file=sys.stderr)
+                continue
+            if ended_at_start is None:
+                ended_at_start = int((shot.learning or {}).get("episodes") or 0)
+            text = render(
+                shot,
+                elapsed=elapsed,
+                total=total,
+                url=url,
+                ended_at_start=ended_at_start,
+                children=children,
+            )
+            if live:
+                print("\x1b[H\x1b[2J" + text, flush=True)
+            elif elapsed - last_line >= 15.0 or last_line == 0.0:
+                last_line = max(elapsed, 1e-9)
+                print(" | ".join(text.splitlines()[1:3]), flush=True)
