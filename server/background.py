@@ -1,6 +1,7 @@
-"""Work the server does on its own: ending idle episodes and the optional heartbeat.
+"""Work the server does on its own: ending idle episodes, the optional heartbeat and the
+forge's cycles (every ``forge_interval_s`` unless the forge is disabled; a paused forge skips).
 
-Both run as asyncio tasks for the app's lifetime and do their database work in a thread. A
+All run as asyncio tasks for the app's lifetime and do their database work in a thread. A
 failing round is logged and retried at the next interval; the server keeps serving.
 """
 
@@ -12,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from server import episodes
+from server import episodes, forge
 from server.runtime import Runtime
 
 log = logging.getLogger("bigworld.server")
@@ -38,6 +39,16 @@ async def background_work(runtime: Runtime) -> AsyncIterator[None]:
         jobs.append(
             asyncio.create_task(
                 _every(settings.heartbeat_s, lambda: episodes.heartbeat(runtime), "heartbeat")
+            )
+        )
+    if settings.forge_enabled:
+        jobs.append(
+            asyncio.create_task(
+                _every(
+                    settings.forge_interval_s,
+                    lambda: forge.run_cycle(runtime, manual=False),
+                    "forge cycle",
+                )
             )
         )
     try:

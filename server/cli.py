@@ -35,6 +35,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             "heartbeat_s",
             "rate_limit_per_s",
             "record_distance",
+            "forge_enabled",
+            "forge_interval_s",
             "log_level",
         )
         if (value := getattr(args, name, None)) is not None
@@ -103,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="record the oracle's plan length with every step, for heuristic judges and "
         "analysis; costs a plan per step (env BIGWORLD_RECORD_DISTANCE; default off)",
+    )
+    serve.add_argument(
+        "--forge-enabled",
+        dest="forge_enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run forge cycles (adaptation and world dynamics); --no-forge-enabled turns them "
+        "off while begins still draw from the task pool (env BIGWORLD_FORGE_ENABLED; default on)",
+    )
+    serve.add_argument(
+        "--forge-interval-s",
+        dest="forge_interval_s",
+        type=float,
+        help="seconds between forge cycles (env BIGWORLD_FORGE_INTERVAL_S; default 15)",
     )
     serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
     serve.set_defaults(run=_serve)

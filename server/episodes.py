@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from server import forge
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Caller, Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
@@ -41,10 +42,16 @@ def step_out(row: StepRow) -> StepOut:
 
 
 def begin(
-    runtime: Runtime, caller: Caller, task_id: str | None, family: str | None
+    runtime: Runtime,
+    caller: Caller,
+    task_id: str | None,
+    family: str | None,
+    spec: dict[str, Any] | None = None,
 ) -> EpisodeStarted:
-    """Open an episode for the caller's avatar with a given or freshly sampled task."""
+    """Open an episode for the caller's avatar: with the task ``task_id`` names, the task
+    ``spec`` (added to the pool as requested when new), or one drawn from the forge's pool."""
     avatar = _avatar_of(caller)
+    requested = _requested(task_id, spec)
     if family is not None and family not in tasks.FAMILIES:
         raise Unprocessable(
             f"expected a family in {list(tasks.FAMILIES)}, got {family!r}", code="unknown_family"
@@ -65,33 +72,41 @@ def begin(
                 code="episode_open",
                 details={"episode_id": current.id},
             )
-        key = None
+        key, draw = None, "requested"
         if task_id is not None:
             row = records.get_task(session=session, task_id=task_id)
             if row is None:
                 raise NotFound(f"no task {task_id!r}")
             task = tasks.Task.from_spec({"family": row.family, "params": row.params})
+        elif requested is not None:
+            task = requested
+            row = records.save_task(
+                session=session,
+                task_id=task.id,
+                spec=task.spec(),
+                text=task.text,
+                tick=world.tick,
+                origin="requested",
+                reason="requested at a begin",
+            )
         else:
             key = f"{avatar}/{meta['txn_seq'] + 1}"  # unique per world transaction, logged
             try:
-                task = tasks.sample_task(world, avatar, key=key, family=family)
+                drawn = forge.draw(session, world, avatar, family, key, now)
             except TaskError as exc:
                 raise Conflict(
                     f"no task can be made near this avatar now: {exc}", code="no_task"
                 ) from exc
-        spec = {"id": task.id, **task.spec()}
+            task, row, draw, key = drawn.task, drawn.row, drawn.draw, drawn.key
         world.emit(
             "episode_begun",
             avatar,
             [f"avatar:{avatar}"],
-            {"key": key, "family": family, "task": spec},
+            {"key": key, "family": family, "task": {"id": task.id, **task.spec()}, "draw": draw},
         )
         seen = engine.observe(world, avatar)
         distance = _distance(runtime, world, task, avatar)
         world.commit()
-        row = records.save_task(
-            session=session, task_id=task.id, spec=spec, text=task.text, tick=world.tick
-        )
         observation = seen.text + TASK_PROMPT + task.text
         episode = records.add_episode(
             session=session,
@@ -118,6 +133,18 @@ def begin(
             admissible_actions=list(seen.admissible),
             tick=world.tick,
         )
+
+
+def _requested(task_id: str | None, spec: dict[str, Any] | None) -> tasks.Task | None:
+    """The task a begin's ``task`` spec describes (a 422 when invalid or given with an id)."""
+    if spec is None:
+        return None
+    if task_id is not None:
+        raise Unprocessable("expected task_id or task, not both", code="task_and_task_id")
+    try:
+        return tasks.Task.from_spec(spec)
+    except TaskError as exc:
+        raise Unprocessable(str(exc), code="invalid_task") from exc
 
 
 def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:

@@ -95,15 +95,49 @@ class TaskStats(BaseModel):
     )
 
 
+TaskStatus = Literal["active", "pending", "retired"]
+
+
 class TaskDetail(TaskOut):
     created_tick: int
     stats: TaskStats
+    status: TaskStatus = Field(description="its place in the forge's pool")
+    origin: str = Field(description="sampled, requested, probe, harder or easier")
+    parent_id: str | None = Field(description="the task this one is a variant of")
+    reason: str | None = Field(description="why it was admitted, or why its status last changed")
+    probe: bool = Field(description="in the fixed probe set (never mutated or retired)")
+    difficulty: int | None = Field(description="the oracle's plan length when admitted")
+    accuracy: float | None = Field(
+        description="the critic's accuracy over its recent rollouts at the last forge cycle"
+    )
+    rollouts: int = Field(description="ended rollouts that accuracy was measured over")
+    status_tick: int | None = Field(description="tick of its last status change")
+
+
+class DecisionOut(BaseModel):
+    id: int
+    cycle: int
+    tick: int
+    kind: str = Field(description="task.harder, task.easier, task.trial, task.retire, task.probe, world.*")  # fmt: skip
+    task_id: str | None = Field(description="the task judged")
+    candidate_id: str | None = Field(description="the variant proposed or tried")
+    verdict: str
+    evidence: dict[str, Any]
+
+
+class TaskWithDecisions(TaskDetail):
+    decisions: list[DecisionOut] = Field(description="forge decisions about it, oldest first")
 
 
 # -- episodes ------------------------------------------------------------------------------
 class EpisodeBegin(Request):
     task_id: str | None = Field(None, max_length=64)
     family: str | None = Field(None, max_length=32)
+    task: dict[str, Any] | None = Field(
+        None,
+        description='a task spec {"family": ..., "params": {...}} to do (added to the pool as '
+        "requested when new); exclusive with task_id",
+    )
 
 
 class EpisodeStarted(BaseModel):
@@ -259,3 +293,18 @@ class PlaceOut(BaseModel):
     outdoor: bool
     attrs: dict[str, Any]
     as_of_tick: int | None = None
+
+
+# -- the forge -------------------------------------------------------------------------------
+class ForgeInfo(BaseModel):
+    enabled: bool = Field(description="the server runs forge cycles (setting forge_enabled)")
+    interval_s: float = Field(description="seconds between automatic cycles")
+    paused: bool
+    cycle: int = Field(description="cycles run so far")
+    draws: int = Field(description="episode begins that drew from the pool so far")
+    config: dict[str, Any]
+
+
+class CycleOut(BaseModel):
+    cycle: int
+    decisions: list[DecisionOut]

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     # store the oracle's plan length with each step (a plan per step: off by default)
     record_distance: bool = False
+    # the forge (design §8): False runs no cycles (no adaptation, no dynamics), but episode
+    # begins still draw from the task pool, so tasks repeat across episodes either way
+    forge_enabled: bool = True
+    forge_interval_s: float = Field(15.0, gt=0)  # seconds between automatic forge cycles
     sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     db_pool_size: int = Field(20, ge=1)
     log_level: str = "info"

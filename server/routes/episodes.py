@@ -7,6 +7,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query, status
+from sqlalchemy import select
 
 from server import episodes as service
 from server.dependencies import (
@@ -35,7 +36,7 @@ from server.schemas import (
     StepRecord,
 )
 from world.store import records
-from world.store.models import EpisodeRow, JudgmentRow
+from world.store.models import EpisodeRow, JudgmentRow, TaskRow
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
 EpisodeId = Annotated[int, Path(ge=1, le=2**62)]
@@ -46,7 +47,7 @@ def begin_episode(
     runtime: RuntimeDep, caller: PolicyDep, body: EpisodeBegin | None = None
 ) -> EpisodeStarted:
     body = body or EpisodeBegin()
-    return service.begin(runtime, caller, body.task_id, body.family)
+    return service.begin(runtime, caller, body.task_id, body.family, body.task)
 
 
 @router.post("/{episode_id}/steps", response_model=StepOut)
@@ -97,6 +98,8 @@ def list_episodes(
         limit=limit,
         cursor=cursor,
     )
+    # One query loads the page's tasks into the session, so each episode's lookup is a hit.
+    session.scalars(select(TaskRow).where(TaskRow.id.in_({e.task_id for e in found.items}))).all()
     return Page[EpisodeOut](
         items=[_episode_out(session, e) for e in found.items], next_cursor=found.next_cursor
     )

@@ -1,5 +1,5 @@
-"""Store functions for the server's records: agents, tasks, episodes, steps, judgments,
-model versions and expert hints.
+"""Store functions for the server's records: agents, tasks and the forge's pool, episodes,
+steps, judgments, model versions, expert hints and forge decisions.
 
 Every function takes ``*, session`` and never commits: the request (or the tick) that calls
 it owns the transaction. List functions page by id with an opaque cursor (the last id seen).
@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, case, func, select, update
 from sqlalchemy.orm import Session
 
 from world.store.models import (
     AgentRow,
     EpisodeRow,
     ExpertHintRow,
+    ForgeDecisionRow,
+    ForgeStateRow,
     JudgmentRow,
     PolicyRow,
     StepRow,
@@ -77,9 +79,21 @@ def any_admin(*, session: Session) -> AgentRow | None:
 
 # -- tasks ---------------------------------------------------------------------------------
 def save_task(
-    *, session: Session, task_id: str, spec: dict[str, Any], text: str, tick: int
+    *,
+    session: Session,
+    task_id: str,
+    spec: dict[str, Any],
+    text: str,
+    tick: int,
+    status: str = "active",
+    origin: str = "sampled",
+    parent_id: str | None = None,
+    reason: str | None = None,
+    probe: bool = False,
+    difficulty: int | None = None,
 ) -> TaskRow:
-    """The task row for ``spec`` (``task_id`` is the spec's stable hash), created if new."""
+    """The task row for ``spec`` (``task_id`` is the spec's stable hash), created if new with
+    the given pool fields; an existing row is returned unchanged."""
     row = session.get(TaskRow, task_id)
     if row is None:
         row = TaskRow(
@@ -88,6 +102,14 @@ def save_task(
             params=spec["params"],
             text=text,
             created_tick=tick,
+            status=status,
+            origin=origin,
+            parent_id=parent_id,
+            reason=reason,
+            probe=probe,
+            difficulty=difficulty,
+            status_tick=tick,
+            rollouts=0,
         )
         session.add(row)
         session.flush()
@@ -98,10 +120,19 @@ def get_task(*, session: Session, task_id: str) -> TaskRow | None:
     return session.get(TaskRow, task_id)
 
 
-def list_tasks(*, session: Session, family: str | None, limit: int, cursor: str | None) -> Page:
+def list_tasks(
+    *,
+    session: Session,
+    family: str | None,
+    limit: int,
+    cursor: str | None,
+    status: str | None = None,
+) -> Page:
     stmt = select(TaskRow)
     if family is not None:
         stmt = stmt.where(TaskRow.family == family)
+    if status is not None:
+        stmt = stmt.where(TaskRow.status == status)
     if cursor is not None:
         stmt = stmt.where(TaskRow.id > cursor)
     rows = list(session.scalars(stmt.order_by(TaskRow.id).limit(limit + 1)))
@@ -295,3 +326,190 @@ def add_expert_hint(*, session: Session, **fields: Any) -> ExpertHintRow:
     session.add(row)
     session.flush()
     return row
+
+
+# -- the forge: its pool, rollouts, state and decisions ------------------------------------
+CHUNK = 500  # ids per IN (...) list
+
+
+def _chunks(ids: Sequence[Any]) -> list[list[Any]]:
+    items = list(ids)
+    return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+def pool_tasks(
+    *, session: Session, statuses: Sequence[str], family: str | None = None
+) -> list[TaskRow]:
+    """Tasks with one of ``statuses`` (optionally of one family), in id order."""
+    stmt = select(TaskRow).where(TaskRow.status.in_(list(statuses)))
+    if family is not None:
+        stmt = stmt.where(TaskRow.family == family)
+    return list(session.scalars(stmt.order_by(TaskRow.id)))
+
+
+def probe_count(*, session: Session, family: str) -> int:
+    return int(
+        session.scalar(
+            select(func.count()).where(TaskRow.probe.is_(True), TaskRow.family == family)
+        )
+        or 0
+    )
+
+
+def set_task_status(
+    *, session: Session, row: TaskRow, status: str, reason: str | None, tick: int
+) -> None:
+    row.status, row.status_tick = status, tick
+    if reason is not None:
+        row.reason = reason
+    session.flush()
+
+
+def episodes_begun(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
+    """Per task: episodes begun, open or ended."""
+    return {t: sum(c.values()) for t, c in task_stats(session=session, task_ids=task_ids).items()}
+
+
+def recent_rollouts(
+    *, session: Session, task_ids: Sequence[str], per_task: int
+) -> list[dict[str, Any]]:
+    """The newest ``per_task`` ended episodes of each task (newest first per task), each with
+    the policy version of its last step, its judged steps and the steps every vote of which
+    was −1."""
+    found: list[dict[str, Any]] = []
+    for chunk in _chunks(task_ids):
+        ranked = (
+            select(
+                EpisodeRow.id,
+                EpisodeRow.task_id,
+                EpisodeRow.avatar_id,
+                EpisodeRow.status,
+                EpisodeRow.last_step,
+                EpisodeRow.end_tick,
+                func.row_number()
+                .over(partition_by=EpisodeRow.task_id, order_by=EpisodeRow.id.desc())
+                .label("n"),
+            )
+            .where(EpisodeRow.task_id.in_(chunk), EpisodeRow.status != "open")
+            .subquery()
+        )
+        rows = session.execute(
+            select(ranked).where(ranked.c.n <= per_task).order_by(ranked.c.task_id, ranked.c.n)
+        )
+        found += [dict(r._mapping) for r in rows]
+    versions: dict[int, str | None] = {}
+    votes: dict[int, tuple[int, int]] = {}
+    for chunk in _chunks([r["id"] for r in found]):
+        last_steps = session.execute(
+            select(StepRow.episode_id, StepRow.policy_version)
+            .join(
+                EpisodeRow,
+                (EpisodeRow.id == StepRow.episode_id) & (EpisodeRow.last_step == StepRow.step),
+            )
+            .where(StepRow.episode_id.in_(chunk))
+        )
+        for episode_id, version in last_steps:
+            versions[episode_id] = version
+        per_step = (
+            select(
+                JudgmentRow.episode_id, JudgmentRow.step, func.max(JudgmentRow.score).label("top")
+            )
+            .where(JudgmentRow.episode_id.in_(chunk))
+            .group_by(JudgmentRow.episode_id, JudgmentRow.step)
+            .subquery()
+        )
+        for episode_id, judged, negative in session.execute(
+            select(
+                per_step.c.episode_id,
+                func.count(),
+                func.sum(case((per_step.c.top == -1, 1), else_=0)),
+            ).group_by(per_step.c.episode_id)
+        ):
+            votes[episode_id] = (int(judged), int(negative or 0))
+    for row in found:
+        row["policy_version"] = versions.get(row["id"])
+        row["judged_steps"], row["negative_steps"] = votes.get(row["id"], (0, 0))
+    return found
+
+
+def steps_of_episodes(*, session: Session, episode_ids: Sequence[int]) -> dict[int, list[StepRow]]:
+    out: dict[int, list[StepRow]] = {i: [] for i in episode_ids}
+    for chunk in _chunks(episode_ids):
+        stmt = select(StepRow).where(StepRow.episode_id.in_(chunk))
+        for row in session.scalars(stmt.order_by(StepRow.episode_id, StepRow.step)):
+            out[row.episode_id].append(row)
+    return out
+
+
+def forge_state(*, session: Session, config: dict[str, Any] | None = None) -> ForgeStateRow | None:
+    """The forge's one row; created with ``config`` when missing and ``config`` is given
+    (the caller holds the world lock, so two writers never both create it)."""
+    row = session.get(ForgeStateRow, 1)
+    if row is None and config is not None:
+        row = ForgeStateRow(id=1, paused=False, config=config, cycle=0, last_tick=0, draws=0)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def add_decision(*, session: Session, **fields: Any) -> ForgeDecisionRow:
+    row = ForgeDecisionRow(**fields)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def list_decisions(
+    *,
+    session: Session,
+    kind: str | None = None,
+    task_id: str | None = None,
+    cycle: int | None = None,
+    from_tick: int | None = None,
+    to_tick: int | None = None,
+    limit: int,
+    cursor: str | None,
+) -> Page:
+    """Decisions in id order; ``task_id`` matches the task judged or the candidate."""
+    stmt = select(ForgeDecisionRow)
+    if kind is not None:
+        stmt = stmt.where(ForgeDecisionRow.kind == kind)
+    if task_id is not None:
+        stmt = stmt.where(
+            (ForgeDecisionRow.task_id == task_id) | (ForgeDecisionRow.candidate_id == task_id)
+        )
+    if cycle is not None:
+        stmt = stmt.where(ForgeDecisionRow.cycle == cycle)
+    if from_tick is not None:
+        stmt = stmt.where(ForgeDecisionRow.tick >= from_tick)
+    if to_tick is not None:
+        stmt = stmt.where(ForgeDecisionRow.tick <= to_tick)
+    return page(session, stmt, ForgeDecisionRow.id, limit=limit, cursor=cursor)
+
+
+PROPOSALS = ("task.harder", "task.easier")
+
+
+def last_proposals(*, session: Session) -> dict[str, int]:
+    """Per task: the cycle of its last proposal (any verdict)."""
+    rows = session.execute(
+        select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
+        .where(ForgeDecisionRow.kind.in_(PROPOSALS), ForgeDecisionRow.task_id.is_not(None))
+        .group_by(ForgeDecisionRow.task_id)
+    ).tuples()
+    return {str(task_id): int(cycle) for task_id, cycle in rows}
+
+
+def proposals_of(*, session: Session, candidate_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per candidate: the evidence of the decision that proposed it."""
+    out: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(candidate_ids):
+        for row in session.scalars(
+            select(ForgeDecisionRow).where(
+                ForgeDecisionRow.candidate_id.in_(chunk),
+                ForgeDecisionRow.kind.in_(PROPOSALS),
+                ForgeDecisionRow.verdict == "proposed",
+            )
+        ):
+            out[str(row.candidate_id)] = row.evidence
+    return out
