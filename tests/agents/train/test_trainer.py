@@ -385,3 +385,19 @@ def test_the_reward_model_keeps_its_version_when_no_task_is_in_the_accuracy_wind
     metrics = t.run(iterations=1, progress=False)[-1]
     assert metrics["rm_samples"] > 0
     assert [(r["version"], r["parent"]) for r in server.registry["reward"]] == [(1, None), (2, 1)]
+
+
+def test_a_lora_trainer_publishes_merged_versions(models: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run", mode="outcome_only", lora=True, lora_rank=4)
+    server.add_round("1")
+    (metrics,) = t.run(iterations=1, progress=False)
+    assert metrics["samples"] > 0
+    record = server.registry["policy"][-1]
+    assert (record["version"], record["parent"], record["config"]["lora"]) == (2, 1, True)
+    saved, _ = load_model(Path(record["path"]))  # a plain model: the adapters merged in
+    merged = t.learners["policy"].publishable().state_dict()
+    assert saved.state_dict().keys() == merged.keys()
+    for name, weight in saved.state_dict().items():
+        assert torch.equal(weight, merged[name]), name
