@@ -98,8 +98,17 @@ def client_for(args: argparse.Namespace) -> BigWorldClient:
 
 # The query parameters of the list routes (design §6); each is the option of the same name.
 TICK_FILTERS = ("from_tick", "to_tick")
-EPISODE_FILTERS = ("agent", "task", "family", "status", *TICK_FILTERS)
+EPISODE_FILTERS = ("agent", "task", "family", "status", "policy_version", *TICK_FILTERS)
 EVENT_FILTERS = ("kind", "entity", "region", "actor", *TICK_FILTERS)
+DECISION_FILTERS = ("kind", "task", *TICK_FILTERS)  # --task is the route's task_id
+# What ``history export`` writes, and the filters that apply to each.
+EXPORTS = {
+    "episodes": EPISODE_FILTERS,
+    "steps": EPISODE_FILTERS,
+    "judgments": EPISODE_FILTERS,
+    "events": EVENT_FILTERS,
+    "decisions": DECISION_FILTERS,
+}
 # The columns of the table views (``--format jsonl`` prints every field).
 EPISODE_COLUMNS = (
     "id",
@@ -125,10 +134,15 @@ def add_episode_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", help="task id")
     parser.add_argument("--family", help="task family, e.g. pick_and_place")
     parser.add_argument("--status", choices=("open", "succeeded", "failed", "abandoned"))
+    parser.add_argument(
+        "--policy-version",
+        help="episodes with a step by this policy version (steps and judgments: only that "
+        "version's steps)",
+    )
 
 
 def add_event_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kind", help="event kind")
+    parser.add_argument("--kind", help="event kind (with --what decisions: decision kind)")
     parser.add_argument("--entity", help='an entity the event touches, e.g. "thing:7"')
     parser.add_argument("--region", help="region key, e.g. 0,0")
     parser.add_argument("--actor", help="the acting avatar's id")
@@ -147,7 +161,8 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     history = sub.add_parser(
         "history",
         help="query and export the world's history",
-        description="Query and export episodes, steps and the event log.",
+        description="Query episodes and the event log; export those, steps, judgments and "
+        "the forge's decisions.",
     )
     verbs = history.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -175,12 +190,16 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     export = verbs.add_parser(
         "export",
-        help="export episodes, steps or events to a file",
-        description="Export history to JSONL or Parquet; nested JSON "
-        "fields become JSON strings in Parquet.",
+        help="export episodes, steps, judgments, events or forge decisions to a file",
+        description="Export history to JSONL or Parquet, one row per record; nested JSON "
+        "fields become JSON strings in Parquet. Either loads in pandas in one line: "
+        "pd.read_json(path, lines=True) or pd.read_parquet(path). Episode filters (--agent, "
+        "--task, --family, --status, --policy-version) apply to episodes, steps and "
+        "judgments; a tick range to the episodes' begin tick, the events' and the "
+        "decisions' tick. Decisions take --kind, --task and a tick range.",
     )
     add_server_options(export)
-    export.add_argument("--what", choices=("episodes", "events", "steps"), required=True)
+    export.add_argument("--what", choices=tuple(EXPORTS), required=True)
     export.add_argument(
         "--format",
         choices=("jsonl", "parquet"),
@@ -214,8 +233,8 @@ def run_events(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    wrong = EVENT_FILTERS if args.what != "events" else EPISODE_FILTERS
-    misplaced = set(filters(args, wrong)) - set(TICK_FILTERS)
+    every = {name for names in EXPORTS.values() for name in names}
+    misplaced = set(filters(args, tuple(every))) - set(EXPORTS[args.what])
     if misplaced:
         args.parser.error(f"--what {args.what} takes no {', '.join(sorted(misplaced))} filter")
     fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "jsonl")
@@ -231,19 +250,43 @@ def export_rows(client: BigWorldClient, args: argparse.Namespace) -> Iterator[Re
     if args.what == "events":
         yield from client.events(page_size=size, **filters(args, EVENT_FILTERS))
         return
+    if args.what == "decisions":
+        given = filters(args, DECISION_FILTERS)
+        if "task" in given:
+            given["task_id"] = given.pop("task")
+        yield from client.decisions(page_size=size, **given)
+        return
     episodes = client.episodes(page_size=size, **filters(args, EPISODE_FILTERS))
     if args.what == "episodes":
         yield from episodes
         return
-    for summary in episodes:  # steps: one episode at a time, each with its recorded steps
-        detail = client.episode(summary["id"])
+    for summary in episodes:  # steps, judgments: one episode at a time, from its detail
+        yield from episode_records(client.episode(summary["id"]), args.what, args.policy_version)
+
+
+def episode_records(detail: Record, what: str, version: str | None) -> Iterator[Record]:
+    """An episode's steps or judgments as rows naming their episode; with ``version``, only
+    those on steps by that policy version. A judgment row carries the judged step's policy
+    version, and the policy agent as ``episode_agent_id`` (its own ``agent_id`` is the judge)."""
+    context = {
+        "episode_id": detail["id"],
+        "family": detail["family"],
+        "task_id": detail["task"]["id"],
+    }
+    versions = {s["step"]: s.get("policy_version") for s in detail.get("steps") or ()}
+    if what == "steps":
         for step in detail.get("steps") or ():
+            if version is None or step.get("policy_version") == version:
+                yield {**context, "agent_id": detail["agent_id"], **step}
+        return
+    for judgment in detail.get("judgments") or ():
+        judged = versions.get(judgment["step"])
+        if version is None or judged == version:
             yield {
-                "episode_id": summary["id"],
-                "agent_id": detail["agent_id"],
-                "family": detail["family"],
-                "task_id": detail["task"]["id"],
-                **step,
+                **context,
+                "episode_agent_id": detail["agent_id"],
+                "policy_version": judged,
+                **judgment,
             }
 
 

@@ -149,3 +149,119 @@ def test_export_refuses_filters_of_the_other_kind(tmp_path, capsys):
     assert main(argv) == 2
     assert "takes no kind filter" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+# -- judgments, decisions, policy versions; pandas round trips --------------------------------
+
+
+def play_as(client, steps: int, version: str) -> list[int]:
+    """An episode of up to ``steps`` looks by ``version`` (a begun task may already hold, which
+    ends it at once); abandoned if still open. Returns the step numbers taken."""
+    start = client.begin_episode()
+    taken = []
+    for index in range(1, steps + 1):
+        taken.append(index)
+        if client.step(start.episode_id, index, "look", {"policy_version": version}).done:
+            return taken
+    client.abandon(start.episode_id)
+    return taken
+
+
+def export(server, out, what: str, *extra: str) -> int:
+    argv = ["history", "export", "--what", what, "--out", str(out), "--server", server.url]
+    return main([*argv, "--token", server.admin_token, *extra])
+
+
+def test_export_judgments_loads_in_pandas_with_the_judged_steps_version(
+    server, client, agent, make_agent, tmp_path
+):
+    import pandas as pd
+
+    from agents.client import BigWorldClient
+
+    played = {"v-old": play_as(client, 2, "v-old"), "v-new": play_as(client, 3, "v-new")}
+    episodes = list(client.episodes(agent=agent.id))
+    reward = make_agent("reward")
+    with BigWorldClient(server.url, reward.token) as judge:
+        for episode in episodes:
+            detail = client.episode(episode["id"])
+            votes = [
+                {"step": s["step"], "vote": v, "score": 1, "model_version": "rm-1"}
+                for s in detail["steps"]
+                for v in (0, 1)
+            ]
+            judge.post_judgments(episode["id"], votes)
+
+    out = tmp_path / "judgments.jsonl"
+    assert export(server, out, "judgments", "--agent", str(agent.id)) == 0
+    frame = pd.read_json(out, lines=True)
+    assert len(frame) == 2 * sum(len(steps) for steps in played.values())
+    assert set(frame["policy_version"]) == {"v-old", "v-new"}
+    assert set(frame["agent_id"]) == {reward.id} and set(frame["episode_agent_id"]) == {agent.id}
+    assert {"episode_id", "step", "vote", "score", "family", "task_id"} <= set(frame.columns)
+
+    out = tmp_path / "judgments.parquet"
+    argv = ("--agent", str(agent.id), "--policy-version", "v-new")
+    assert export(server, out, "judgments", *argv) == 0
+    frame = pd.read_parquet(out)
+    assert len(frame) == 2 * len(played["v-new"])
+    assert set(frame["policy_version"]) == {"v-new"}
+
+
+def test_export_steps_of_one_policy_version(server, client, agent, tmp_path):
+    import pandas as pd
+
+    old, new = play_as(client, 2, "pv-a"), play_as(client, 2, "pv-b")
+    out = tmp_path / "steps.parquet"
+    assert export(server, out, "steps", "--agent", str(agent.id), "--policy-version", "pv-b") == 0
+    frame = pd.read_parquet(out)
+    assert list(frame["step"]) == new and set(frame["policy_version"]) == {"pv-b"}
+    assert old  # the other version's episode exists and was left out
+
+
+def test_export_forge_decisions_by_kind_and_tick(server, tmp_path):
+    import pandas as pd
+
+    from world.store import make_engine, session_factory
+    from world.store.models import ForgeDecisionRow
+
+    # Decisions of a kind of this test's own, so that the forge's cycles do not interfere.
+    engine = make_engine(f"sqlite:///{server.data_dir / 'world.db'}")
+    try:
+        with session_factory(engine)() as session:
+            for tick in (100, 200, 300):
+                session.add(
+                    ForgeDecisionRow(
+                        cycle=tick // 100,
+                        tick=tick,
+                        kind="test.export",
+                        task_id=f"task-{tick}",
+                        verdict="applied",
+                        evidence={"why": {"tick": tick}},
+                        created_at=0.0,
+                    )
+                )
+            session.commit()
+    finally:
+        engine.dispose()
+
+    out = tmp_path / "decisions.parquet"
+    argv = ("--kind", "test.export", "--from-tick", "150", "--to-tick", "300")
+    assert export(server, out, "decisions", *argv) == 0
+    frame = pd.read_parquet(out)
+    assert list(frame["tick"]) == [200, 300]
+    assert list(frame["task_id"]) == ["task-200", "task-300"]
+    assert json.loads(frame["evidence"][0]) == {"why": {"tick": 200}}
+
+    out = tmp_path / "decisions.jsonl"
+    assert export(server, out, "decisions", "--kind", "test.export", "--task", "task-100") == 0
+    frame = pd.read_json(out, lines=True)
+    assert list(frame["tick"]) == [100] and frame["evidence"][0] == {"why": {"tick": 100}}
+
+
+def test_export_refuses_episode_filters_for_decisions(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    argv = ["history", "export", "--what", "decisions", "--family", "craft", "--out", str(out)]
+    assert main(argv) == 2
+    assert "takes no family filter" in capsys.readouterr().err
+    assert not out.exists()
