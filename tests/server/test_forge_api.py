@@ -1,0 +1,274 @@
+"""The forge over HTTP against a real server: pool draws that repeat, probes every k-th draw,
+roles and config validation, a cycle after scripted episodes (trials and retirement
+included), pause, the language-model rewriter, a disabled forge and a restart."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import ADMIN_TOKEN, Api, ServerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # tests/ is no package
+from fake_openai import FakeOpenAI  # noqa: E402
+
+QUIET = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}  # cycles only when a test asks for one
+NO_WORLD_EVENTS = {
+    "dynamics": {"storm_probability": 0.0, "flood_probability": 0.0, "discovery_probability": 0.0}
+}
+
+
+@pytest.fixture
+def quiet(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(database_url, tmp_path / "data", **QUIET).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _configure(admin: Api, **fields: object) -> dict:
+    reply = admin.patch("/v1/forge/config", json=fields)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _begin(api: Api, **body: object) -> dict:
+    reply = api.post("/v1/episodes", json=body)
+    assert reply.status_code == 201, reply.text
+    return reply.json()
+
+
+def _fail(api: Api, episode: int) -> None:
+    """One harmless step, then give up (outcome −1)."""
+    assert api.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look"}).is_success
+    assert api.post(f"/v1/episodes/{episode}/abandon").status_code == 200
+
+
+def _solve(api: Api, expert: Api, episode: int) -> bool:
+    """Follow the oracle's hints (the expert route) until the episode ends."""
+    for index in range(1, 60):
+        hint = expert.get(f"/v1/episodes/{episode}/expert").json()
+        action = hint["action"] or "look"
+        answer = api.post(f"/v1/episodes/{episode}/steps", json={"step": index, "action": action})
+        assert answer.status_code == 200, answer.text
+        if answer.json()["done"]:
+            return bool(answer.json()["success"])
+    return False
+
+
+def _draws(admin: Api) -> list[str]:
+    events = admin.get("/v1/events", params={"kind": "episode_begun", "limit": 1000}).json()
+    return [e["payload"]["draw"] for e in events["items"]]
+
+
+def test_begins_draw_pool_tasks_that_repeat_and_probes_every_kth(quiet: ServerProcess) -> None:
+    admin = Api(quiet.url, ADMIN_TOKEN)
+    _configure(admin, probe_every=3, fresh_probability=0.0, probes_per_family=1)
+    ann = admin.agent("ann")
+    drawn = []
+    for _ in range(12):
+        start = _begin(ann)
+        drawn.append(start["task"]["id"])
+        _fail(ann, start["episode_id"])
+    probes = {t["id"] for t in admin.get("/v1/tasks").json()["items"] if t["probe"]}
+    assert probes and all(drawn[k - 1] in probes for k in (3, 6, 9, 12))
+    assert len(set(drawn)) < len(drawn)  # tasks repeat
+    draws = _draws(admin)
+    assert [draws[k - 1] for k in (3, 6, 9, 12)] == ["probe"] * 4
+    assert "probe" not in [d for k, d in enumerate(draws, 1) if k % 3]
+    assert "pool" in draws  # re-drawn from the pool, not only sampled
+    chosen = admin.get("/v1/forge/decisions", params={"kind": "task.probe"}).json()["items"]
+    assert {d["task_id"] for d in chosen} == probes and all(
+        d["verdict"] == "chosen" for d in chosen
+    )
+    assert admin.get("/v1/forge").json()["draws"] == 12
+    # family filters the pool; a requested spec joins the pool as requested
+    fam = admin.get(f"/v1/tasks/{drawn[0]}").json()["family"]
+    assert _begin(ann, family=fam)["task"]["family"] == fam
+
+
+def test_routes_roles_and_config_validation(quiet: ServerProcess) -> None:
+    admin = Api(quiet.url, ADMIN_TOKEN)
+    ann, watcher = admin.agent("ann"), admin.agent("watcher", "observer")
+    for method, path, body in (
+        ("POST", "/v1/forge/cycle", None),
+        ("POST", "/v1/forge/pause", None),
+        ("POST", "/v1/forge/resume", None),
+        ("PATCH", "/v1/forge/config", {"alpha_low": 0.1}),
+    ):
+        for who in (ann, watcher):
+            reply = who.request(method, path, json=body)
+            assert reply.status_code == 403 and reply.json()["error"]["code"] == "forbidden"
+    assert Api(quiet.url).get("/v1/forge/decisions").status_code == 401
+    before = watcher.get("/v1/forge").json()
+    assert before["paused"] is False and before["config"]["alpha_high"] == 0.8
+    for bad in (
+        {"alpha_low": 0.95},
+        {"trial_size": "8"},
+        {"unknown": 1},
+        {"dynamics": {"storm_probability": 3}},
+    ):
+        reply = admin.patch("/v1/forge/config", json=bad)
+        assert reply.status_code == 422 and reply.json()["error"]["code"] == "invalid_config"
+    assert admin.patch("/v1/forge/config", json=[1]).status_code == 422
+    assert watcher.get("/v1/forge").json() == before  # nothing changed
+    new = _configure(admin, alpha_low=0.1, dynamics={"flood_ticks": 50})
+    assert new["alpha_low"] == 0.1 and new["dynamics"]["flood_ticks"] == 50
+    assert new["alpha_high"] == 0.8
+    assert watcher.get("/v1/forge").json()["config"] == new
+    assert watcher.get("/v1/forge/decisions", params={"cursor": "x"}).status_code == 422
+    bad_spec = ann.post("/v1/episodes", json={"task": {"family": "nope", "params": {}}})
+    assert bad_spec.status_code == 422 and bad_spec.json()["error"]["code"] == "invalid_task"
+    assert watcher.get("/v1/tasks", params={"status": "sleeping"}).status_code == 422
+
+
+def test_a_cycle_after_scripted_episodes_adapts_the_pool(quiet: ServerProcess) -> None:
+    admin = Api(quiet.url, ADMIN_TOKEN)
+    # One rollout measures a task; trials take one rollout; an easier variant that is always
+    # solved is accepted (alpha_high 1.0); no probes, no fresh samples, no world events.
+    _configure(
+        admin,
+        window=4,
+        min_rollouts=1,
+        trial_size=1,
+        alpha_high=1.0,
+        probe_every=0,
+        probes_per_family=0,
+        fresh_probability=0.0,
+        **NO_WORLD_EVENTS,
+    )
+    ann = admin.agent("ann")
+    solved = _begin(ann, family="pick_and_place")
+    assert _solve(ann, admin, solved["episode_id"])
+    hopeless = _begin(ann, family="examine_in_light")
+    _fail(ann, hopeless["episode_id"])
+    mastered_id, hopeless_id = solved["task"]["id"], hopeless["task"]["id"]
+
+    cycle = admin.post("/v1/forge/cycle")
+    assert cycle.status_code == 200, cycle.text
+    made = {(d["kind"], d["task_id"]): d for d in cycle.json()["decisions"]}
+    harder, easier = made[("task.harder", mastered_id)], made[("task.easier", hopeless_id)]
+    assert harder["evidence"]["accuracy"] == 1.0 and easier["evidence"]["accuracy"] == 0.0
+    served = admin.get("/v1/forge/decisions", params={"task_id": hopeless_id}).json()["items"]
+    assert easier in served
+    assert admin.get(f"/v1/tasks/{hopeless_id}").json()["accuracy"] == 0.0
+    assert easier["verdict"] == "proposed", easier["evidence"]
+    candidate = admin.get(f"/v1/tasks/{easier['candidate_id']}").json()
+    assert (candidate["status"], candidate["origin"]) == ("pending", "easier")
+    assert candidate["parent_id"] == hopeless_id and candidate["difficulty"] > 0
+    assert candidate["decisions"][0]["id"] == easier["id"]
+    pending = admin.get("/v1/tasks", params={"status": "pending"}).json()["items"]
+    assert easier["candidate_id"] in {t["id"] for t in pending}
+
+    # Pending variants get their trials first; the oracle solves the easier one.
+    trial = _begin(ann, family="examine_in_light")
+    assert trial["task"]["id"] == easier["candidate_id"] and _draws(admin)[-1] == "trial"
+    assert _solve(ann, admin, trial["episode_id"])
+    verdicts = admin.post("/v1/forge/cycle").json()["decisions"]
+    accepted = [d for d in verdicts if d["kind"] == "task.trial"]
+    assert [(d["verdict"], d["candidate_id"]) for d in accepted] == [
+        ("accepted", easier["candidate_id"])
+    ]
+    assert accepted[0]["evidence"]["old_accuracy"] == 0.0
+    assert accepted[0]["evidence"]["new_accuracy"] == 1.0
+    retired = [d for d in verdicts if d["kind"] == "task.retire"]
+    assert [d["task_id"] for d in retired] == [hopeless_id]
+    assert admin.get(f"/v1/tasks/{hopeless_id}").json()["status"] == "retired"
+    assert admin.get(f"/v1/tasks/{easier['candidate_id']}").json()["status"] == "active"
+    assert admin.get(f"/v1/tasks/{hopeless_id}").json()["reason"].startswith("hopeless")
+
+
+def test_paused_forge_makes_no_decisions_and_state_survives_a_restart(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", BIGWORLD_FORGE_INTERVAL_S="0.3"
+    ).start()
+    admin = Api(proc.url, ADMIN_TOKEN)
+    try:
+        assert admin.post("/v1/forge/pause").json()["paused"] is True
+        admin.agent("ann")  # her avatar materialises the origin's region, where storms hit
+        stormy = {"storm_probability": 1.0, "event_radius": 0, "drift_every": 0}
+        _configure(admin, dynamics=stormy)
+        before = admin.get("/v1/forge").json()
+        time.sleep(1.5)
+        assert admin.get("/v1/forge").json()["cycle"] == before["cycle"]
+        reply = admin.post("/v1/forge/cycle")
+        assert reply.status_code == 409 and reply.json()["error"]["code"] == "forge_paused"
+        assert admin.get("/v1/forge/decisions").json()["items"] == []
+        assert admin.post("/v1/forge/resume").json()["paused"] is False
+        deadline = time.monotonic() + 30
+        while admin.get("/v1/forge").json()["cycle"] < before["cycle"] + 2:
+            assert time.monotonic() < deadline, "no background cycle ran"
+            time.sleep(0.1)
+        admin.post("/v1/forge/pause")
+        state = admin.get("/v1/forge").json()
+        decisions = admin.get("/v1/forge/decisions").json()["items"]
+        assert any(d["kind"] == "world.storm" for d in decisions)
+        proc.stop()
+        proc.start()
+        assert admin.get("/v1/forge").json() == state  # paused, cycle, config
+        assert admin.get("/v1/forge/decisions").json()["items"] == decisions
+    finally:
+        proc.stop()
+
+
+def test_language_model_rewriter_over_http(quiet: ServerProcess) -> None:
+    admin = Api(quiet.url, ADMIN_TOKEN)
+    _configure(admin, probes_per_family=0)
+    ann = admin.agent("ann")
+    start = _begin(ann, family="pick_and_place")
+    assert _solve(ann, admin, start["episode_id"])
+    spec = {"family": "clean_and_place", "params": start["task"]["params"]}
+
+    def reply(body: dict) -> str:
+        return "Here you go: " + json.dumps(spec)
+
+    with FakeOpenAI(reply) as fake:
+        _configure(
+            admin,
+            min_rollouts=1,
+            rewriter="language_model",
+            lm_url=fake.url,
+            lm_model="tiny",
+            **NO_WORLD_EVENTS,
+        )
+        decisions = admin.post("/v1/forge/cycle").json()["decisions"]
+    (harder,) = [d for d in decisions if d["kind"] == "task.harder"]
+    assert fake.requests and fake.requests[0][1]["model"] == "tiny"
+    lm = harder["evidence"]["language_model"]
+    assert lm["spec"] == spec
+    if harder["evidence"]["rewriter"] == "language_model":  # the oracle could solve it
+        assert harder["verdict"] == "proposed" and lm["plan_length"] > 0
+    else:  # it could not: the programmatic rewriter stepped in, and the evidence says why
+        assert lm["error"]
+
+
+def test_disabled_forge_runs_no_cycles_but_the_pool_still_repeats(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'world.db'}",
+        tmp_path / "data",
+        BIGWORLD_FORGE_ENABLED="false",
+        BIGWORLD_FORGE_INTERVAL_S="0.2",
+    ).start()
+    try:
+        admin = Api(proc.url, ADMIN_TOKEN)
+        assert admin.get("/v1/forge").json()["enabled"] is False
+        reply = admin.post("/v1/forge/cycle")
+        assert reply.status_code == 409 and reply.json()["error"]["code"] == "forge_disabled"
+        _configure(admin, fresh_probability=0.0, probe_every=0, probes_per_family=0)
+        ann = admin.agent("ann")
+        drawn = []
+        for _ in range(6):
+            start = _begin(ann)
+            drawn.append(start["task"]["id"])
+            _fail(ann, start["episode_id"])
+        time.sleep(0.5)
+        assert admin.get("/v1/forge").json()["cycle"] == 0
+        assert admin.get("/v1/forge/decisions").json()["items"] == []
+        assert len(set(drawn)) < len(drawn)
+    finally:
+        proc.stop()
