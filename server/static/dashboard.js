@@ -35,6 +35,7 @@ class AuthError extends ApiError {}
 const state = {
   token: null,
   timer: null,
+  round: 0, // refreshes so far
   tick: 0,
   events: { floor: null, items: [] },
   episodes: { floor: null, items: [] },
@@ -166,7 +167,7 @@ async function loadMap() {
   const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
   const cols = x1 - x0 + 1;
   const rows = y1 - y0 + 1;
-  const cell = Math.max(4, Math.min(48, Math.floor(520 / Math.max(cols, rows))));
+  const cell = Math.max(3, Math.min(40, Math.floor(400 / cols), Math.floor(240 / rows)));
   box.setAttribute("viewBox", `0 0 ${cols * cell} ${rows * cell}`);
   box.setAttribute("width", cols * cell);
   box.setAttribute("height", rows * cell);
@@ -220,7 +221,9 @@ function eventText(e) {
     case "action":
       return `${p.text}${p.accepted === false ? " (refused)" : ""}`;
     case "goal_check":
-      return `episode ${p.episode} step ${p.step}: goal ${p.met ? "met" : "not met"}`;
+      return `${p.met ? "met" : "not met"} (episode ${p.episode}, step ${p.step})`;
+    case "episode_ended":
+      return `episode ${p.episode_id} ${p.status} after ${p.steps} steps (${p.family})`;
     case "region_generated":
       return `${p.kind} at ${(e.entities[0] || "").replace("region:", "")} ` +
         `(${p.places} places, ${p.things} things)`;
@@ -282,7 +285,7 @@ async function loadDecisions() {
       el("td", { class: "evidence", title: JSON.stringify(d.evidence) }, short(d.evidence, 90)))));
 }
 
-function chartLearning(rows) {
+function chartLearning(rows, families, changes) {
   const box = $("learning-svg");
   box.replaceChildren();
   const W = 640, H = 240, L = 40, R = 10, T = 10, B = 28;
@@ -304,6 +307,11 @@ function chartLearning(rows) {
     box.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
     box.append(svg("text", { class: "axis", x: L - 4, y: Y(v) + 4, "text-anchor": "end" },
       `${v * 100}%`));
+  }
+  for (const c of changes) {
+    if (typeof c.tick !== "number" || c.tick < t0 || c.tick > t1) continue;
+    box.append(svg("line", { class: "change", x1: X(c.tick), x2: X(c.tick), y1: T, y2: H - B },
+      svg("title", {}, `tick ${c.tick}: ${c.kind}`)));
   }
   box.append(svg("text", { class: "axis", x: L, y: H - 8 }, `tick ${t0}`));
   box.append(svg("text", { class: "axis", x: W - R, y: H - 8, "text-anchor": "end" },
@@ -327,47 +335,57 @@ function chartLearning(rows) {
       }, svg("title", {}, `${key}: ${pct(r.success_rate)} of ${r.episodes} episodes, ` +
         `ticks ${r.tick_start}–${r.tick_end}`)));
     }
-    const last = points[points.length - 1];
+    const total = families[key];
     const swatch = el("span", { class: "swatch" });
     swatch.style.background = colour;
-    legend.append(el("li", { "data-family": key }, swatch,
-      `${key} ${last ? pct(last.success_rate) : "–"}`));
+    legend.append(el("li", { "data-family": key }, swatch, key,
+      total ? ` ${total.successes}/${total.episodes}` : ""));
   }
 }
 
+// A round bucket size (1, 2 or 5 times a power of ten) giving about 16 buckets so far: fewer,
+// fuller buckets than the route's default make steadier curves.
+function bucketTicks(tick) {
+  const rough = Math.max(1, tick / 16);
+  const power = 10 ** Math.floor(Math.log10(rough));
+  return [1, 2, 5, 10].map((m) => m * power).find((size) => size >= rough);
+}
+
+const fixed = (x) => (x === null || x === undefined ? "–" : Number(x).toFixed(2));
+
 async function loadLearning() {
-  const m = await api("/v1/metrics/learning");
-  chartLearning(m.success_over_time || []);
+  const m = await api("/v1/metrics/learning", { bucket_ticks: bucketTicks(state.tick) });
+  chartLearning(m.success_over_time || [], m.families || {}, m.world_changes || []);
+  const forgetting = m.forgetting || {};
+  const transfer = m.forward_transfer || {};
+  const rm = m.reward_model || {};
   const figures = [
-    ["episodes", num(m.episodes)],
+    ["episodes ended", num(m.episodes)],
     ["average success", pct(m.average_success)],
     ["bucket", `${num(m.bucket_ticks)} ticks`],
+    [`forgetting (${num(forgetting.probe_tasks)} probes)`, fixed(forgetting.mean)],
+    [`forward transfer (${num(transfer.forged_tasks)} forged)`, fixed(transfer.mean)],
+    ["RM step accuracy", pct(rm.step_accuracy)],
+    ["RM outcome accuracy", pct(rm.outcome_accuracy)],
+    ["world changes", num((m.world_changes || []).length)],
   ];
-  if (m.forgetting) {
-    figures.push(["forgetting (probe mean)", m.forgetting.mean === null ? "–" :
-      Number(m.forgetting.mean).toFixed(3)]);
-  }
-  if (m.forward_transfer) figures.push(["forward transfer", short(m.forward_transfer, 60)]);
-  if (m.reward_model) {
-    figures.push(["reward model step accuracy", pct(m.reward_model.step_accuracy)]);
-    figures.push(["reward model outcome accuracy", pct(m.reward_model.outcome_accuracy)]);
-  }
-  if (Array.isArray(m.world_changes)) figures.push(["world changes", num(m.world_changes.length)]);
   $("learning-figures").replaceChildren(...figures.flatMap(([k, v]) =>
     [el("dt", {}, k), el("dd", {}, v)]));
   const versions = Object.entries(m.versions || {});
-  $("learning-versions").querySelector("tbody").replaceChildren(...versions.map(([v, s]) =>
-    el("tr", { class: "version" }, el("td", {}, v), el("td", {}, num(s.episodes)),
-      el("td", {}, num(s.successes)), el("td", {}, pct(s.success_rate)))));
+  $("learning-versions").querySelector("tbody").replaceChildren(...versions.map(([v, r]) =>
+    el("tr", { class: "version" }, el("td", {}, v), el("td", {}, num(r.episodes)),
+      el("td", {}, num(r.successes)), el("td", {}, pct(r.success_rate)))));
 }
 
 // -- the loop -----------------------------------------------------------------------------
+// [section, loader, every how many refreshes]: the map and the learning metrics read the
+// whole world or its whole history, so they refresh less often than the feeds.
 const SECTIONS = [
-  ["map", loadMap],
-  ["events", loadEvents],
-  ["episodes", loadEpisodes],
-  ["learning", loadLearning],
-  ["forge", loadDecisions],
+  ["map", loadMap, 2],
+  ["events", loadEvents, 1],
+  ["episodes", loadEpisodes, 1],
+  ["learning", loadLearning, 5],
+  ["forge", loadDecisions, 2],
 ];
 
 function showAuthError(message) {
@@ -395,8 +413,10 @@ async function refresh() {
     }
     setState("world", err);
   }
-  const results = await Promise.allSettled(SECTIONS.map(([, load]) => load()));
-  results.forEach((result, i) => setState(SECTIONS[i][0], result.reason));
+  const due = SECTIONS.filter(([, , every]) => state.round % every === 0);
+  state.round += 1;
+  const results = await Promise.allSettled(due.map(([, load]) => load()));
+  results.forEach((result, i) => setState(due[i][0], result.reason));
   $("status").textContent = `tick ${num(state.tick)} · updated ` +
     new Date().toLocaleTimeString("en-GB") + ` · every ${REFRESH_MS / 1000} s`;
   document.body.dataset.loaded = "true";
@@ -405,6 +425,7 @@ async function refresh() {
 
 function start(token) {
   state.token = token;
+  state.round = 0;
   sessionStorage.setItem(TOKEN_KEY, token);
   $("auth-error").hidden = true;
   $("token-form").hidden = true;

@@ -258,9 +258,21 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     assert statuses == Counter(f"status-{e['status']}" for e in recent)
     assert {"status-open", "status-failed"} <= set(statuses)
 
-    # Sections whose routes fail say so with the status instead of breaking the page.
-    for section, path in (("learning", "/v1/metrics/learning"), ("forge", "/v1/forge/decisions")):
-        probe = watcher.get(path)
+    # Learning curves: one line per family plus the overall one; the newest forge decisions.
+    # While a route is missing or failing its section says so with the status instead.
+    learning = watcher.get("/v1/metrics/learning")
+    if learning.status_code == 200:
+        drawn = {a["data-family"] for a, _ in dom.find(class_="curve")}
+        rows = learning.json()["success_over_time"]
+        assert drawn == {r["family"] or "overall" for r in rows if r["policy_version"] is None}
+        assert "overall" in drawn
+    decisions = watcher.get("/v1/forge/decisions", params={"limit": 1000})
+    if decisions.status_code == 200:
+        newest_ids = sorted((d["id"] for d in decisions.json()["items"]), reverse=True)[:20]
+        assert [a["data-id"] for a, _ in dom.find(class_="decision")] == [
+            str(i) for i in newest_ids
+        ]
+    for section, probe in (("learning", learning), ("forge", decisions)):
         state = dom.find(id=section)[0][0]["data-state"]
         if probe.status_code == 200:
             assert state == "ok" and dom.text(f"{section}-state") == "", section
