@@ -1,7 +1,8 @@
-"""The ``bigworld`` command line: ``serve``, ``db upgrade`` and ``agent create`` run here; every
-other command (``history``, ``agent run``, ``model``, ``train``, ``demo``, ``report``) belongs
-to the agents side and is forwarded to ``agents.cli.main``, imported only when invoked so that
-the server process never loads ``agents`` or torch.
+"""The ``bigworld`` command line: ``serve``, ``db upgrade``, ``agent create`` and ``report`` (it
+reads the database like the server does) run here; every other command (``history``,
+``agent run``, ``model``, ``train``, ``demo``) belongs to the agents side and is forwarded to
+``agents.cli.main``, imported only when invoked so that the server process never loads
+``agents`` or torch.
 
 Every ``serve`` flag is also an environment variable ``BIGWORLD_<FLAG>``; a flag given on the
 command line wins over the environment, which wins over the default.
@@ -12,11 +13,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 from server.settings import Settings
 
-OWN_COMMANDS = {"serve", "db"}
+OWN_COMMANDS = {"serve", "db", "report"}
 AGENT_SUBCOMMANDS_HERE = {"create"}
 
 
@@ -44,7 +46,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
-def _db_options(parser: argparse.ArgumentParser) -> None:
+def _db_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
     parser.add_argument(
         "--data-dir",
         dest="data_dir",
@@ -55,9 +57,10 @@ def _db_options(parser: argparse.ArgumentParser) -> None:
         dest="database_url",
         help="SQLAlchemy URL (env BIGWORLD_DATABASE_URL; default SQLite file in the data folder)",
     )
-    parser.add_argument(
-        "--seed", type=int, help="world seed for a new world (env BIGWORLD_SEED; default 0)"
-    )
+    if seed:
+        parser.add_argument(
+            "--seed", type=int, help="world seed for a new world (env BIGWORLD_SEED; default 0)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,10 +161,57 @@ def build_parser() -> argparse.ArgumentParser:
         ("model", "build tiny models"),
         ("train", "run the continual trainer"),
         ("demo", "the whole loop on the embedded default"),
-        ("report", "plots and a summary of the world's history"),
     ):
         sub.add_parser(name, help=f"{text} (see `bigworld {name} --help`)", add_help=False)
+    report = sub.add_parser(
+        "report",
+        help="plots and a summary of the world's history",
+        description="Read the world's history straight from the database (the server need "
+        "not run) and write report.md, PNG plots (success over time per family and per "
+        "policy version, the reward model's agreement with outcomes, forge decisions, world "
+        "changes and seasons) and metrics.json into --out.",
+    )
+    _db_options(report, seed=False)
+    report.add_argument(
+        "--out", type=Path, help="folder to write the report to (default: DATA_DIR/report)"
+    )
+    report.add_argument(
+        "--bucket-ticks",
+        dest="bucket_ticks",
+        type=int,
+        help="ticks per bucket of the curves (default: about 40 buckets over the run)",
+    )
+    report.add_argument(
+        "--window", type=int, default=10, help="episodes per window of the metrics (default 10)"
+    )
+    report.set_defaults(run=_report)
     return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    from server.report import ReportError, write_report
+
+    settings = _settings(args)
+    out = args.out or settings.data_dir / "report"
+    for name in ("bucket_ticks", "window"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            print(
+                f"bigworld: expected --{name.replace('_', '-')} >= 1, got {value}", file=sys.stderr
+            )
+            return 2
+    try:
+        summary = write_report(
+            settings.resolved_database_url(),
+            out,
+            bucket_ticks=args.bucket_ticks,
+            window=args.window,
+        )
+    except (ReportError, ValueError) as exc:
+        print(f"bigworld: {exc}", file=sys.stderr)
+        return 1
+    print(f"report written to {summary}")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

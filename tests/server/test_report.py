@@ -1,0 +1,108 @@
+"""``bigworld report``: an empty world says so; a short real history gives PNG plots and a
+summary holding the run's figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import test_learning_metrics
+from harness import ADMIN_TOKEN, REPO, Api
+from test_learning_metrics import judge, play, store
+
+from server.cli import main
+from server.report import PLOTS, write_report
+from world.store.models import ForgeDecisionRow
+
+PNG = b"\x89PNG\r\n\x1a\n"
+live = test_learning_metrics.live  # the same server fixture: distances on, no forge cycles
+
+
+def report(database_url: str, out) -> str:
+    assert main(["report", "--database-url", database_url, "--out", str(out)]) == 0
+    for name in PLOTS:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, name
+    return (out / "report.md").read_text()
+
+
+def test_report_without_a_world_says_so_and_creates_nothing(tmp_path, capsys):
+    data = tmp_path / "nowhere"
+    assert main(["report", "--data-dir", str(data), "--out", str(tmp_path / "r")]) == 0
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "Nothing to report" in text and "no database" in text
+    assert not data.exists()
+    assert "report written to" in capsys.readouterr().out
+    assert main(["report", "--data-dir", str(data), "--window", "0"]) == 2
+
+
+def test_report_is_documented_and_the_server_does_not_load_matplotlib(capsys):
+    assert main(["report", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(flag in out for flag in ("--data-dir", "--out", "--database-url"))
+    assert main(["--help"]) == 0
+    assert "report" in capsys.readouterr().out
+    code = "import sys, server.app, server.cli; print('matplotlib' in sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "False"
+
+
+def test_report_of_an_empty_world_then_of_a_short_history(live, database_url, tmp_path):
+    text = report(database_url, tmp_path / "empty")
+    assert "No episode has ended yet" in text and "| episodes | 0 (none) |" in text
+
+    admin = Api(live.url, ADMIN_TOKEN)
+    policy, reward = admin.agent("player"), admin.agent("judge", "reward")
+    first = play(policy, admin, {"family": "pick_and_place"}, succeed=True, version="1")
+    task = {"task_id": first["task"]["id"]}
+    played = [
+        first,
+        play(policy, admin, task, succeed=False, version="1"),
+        play(policy, admin, task, succeed=True, version="2"),
+        play(policy, admin, task, succeed=True, version="10"),
+    ]
+    for episode in played:
+        judge(reward, episode)
+    storm_tick = admin.get("/v1/world").json()["tick"]
+    store(
+        database_url,
+        lambda session: session.add(
+            ForgeDecisionRow(
+                cycle=1,
+                tick=storm_tick,
+                kind="world.storm",
+                verdict="applied",
+                evidence={},
+                created_at=time.time(),
+            )
+        ),
+    )
+    world = admin.get("/v1/world").json()
+    steps = sum(len(e["steps"]) for e in played)
+
+    out = tmp_path / "report"
+    text = report(database_url, out)
+    assert f"at tick {world['tick']}" in text and f"| ticks | {world['tick']} |" in text
+    assert "| episodes | 4 (abandoned 1, succeeded 3) |" in text
+    assert f"| steps | {steps} |" in text and f"| judgments (votes) | {steps} |" in text
+    assert "| policy versions on steps | 1, 2, 10 |" in text  # natural order
+    # the pool's draw also fixes the probe set (task.probe decisions), forge cycles or not
+    (decided,) = [line for line in text.splitlines() if line.startswith("| forge decisions |")]
+    assert "world.storm 1)" in decided
+    assert "Average success: **75.0%** over 4 ended episodes." in text
+    assert "| pick_and_place | 4 | 75.0% |" in text
+    assert "outcome accuracy 100.0% over 4 judged episodes" in text
+    assert f"| {storm_tick} | world.storm |" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["episodes"], metrics["average_success"]) == (4, 0.75)
+    assert metrics["versions"]["10"]["episodes"] == 1
+    assert (out / "success_by_family.png").read_bytes() != (
+        tmp_path / "empty" / "success_by_family.png"
+    ).read_bytes()
+
+    assert write_report(database_url, out, bucket_ticks=1, window=1) == out / "report.md"
+    assert json.loads((out / "metrics.json").read_text())["bucket_ticks"] == 1
