@@ -9,8 +9,10 @@ bad update changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,21 @@ from forge.dynamics import DynamicsConfig
 from forge.errors import ConfigError
 
 REWRITERS = ("programmatic", "language_model")
+# Bounds of the integer fields: beyond them a value is a mistake (and would overflow SQL).
+INT_RANGES = {
+    "window": (1, 10_000),
+    "min_rollouts": (1, 10_000),
+    "summary_rollouts": (0, 100),
+    "trial_size": (1, 10_000),
+    "max_proposals": (0, 1_000),
+    "cooldown_cycles": (0, 1_000_000),
+    "mutation_tries": (1, 1_000),
+    "plan_budget": (1, 1_000_000),
+    "probe_every": (0, 1_000_000),
+    "probes_per_family": (0, 100),
+    "draw_tries": (0, 100),
+}
+MAX_FLOAT = 1e6  # weights and timeouts above this are mistakes
 
 
 @dataclass(frozen=True)
@@ -69,27 +86,29 @@ class ForgeConfig:
                 f"expected 0 <= alpha_low < alpha_high <= 1, got {self.alpha_low}, "
                 f"{self.alpha_high}"
             )
-        for name in ("window", "min_rollouts", "trial_size", "mutation_tries", "plan_budget"):
-            if getattr(self, name) < 1:
-                problems.append(f"expected {name} >= 1, got {getattr(self, name)}")
-        for name in ("summary_rollouts", "max_proposals", "cooldown_cycles", "probe_every"):
-            if getattr(self, name) < 0:
-                problems.append(f"expected {name} >= 0, got {getattr(self, name)}")
-        if self.probes_per_family < 0 or self.draw_tries < 0:
-            problems.append("expected probes_per_family and draw_tries >= 0")
+        for name, (low, high) in INT_RANGES.items():
+            if not low <= getattr(self, name) <= high:
+                problems.append(f"expected {name} in [{low}, {high}], got {getattr(self, name)}")
         if self.min_rollouts > self.window:
             problems.append(f"expected min_rollouts <= window ({self.window})")
         if not 0.0 <= self.fresh_probability <= 1.0:
             problems.append(f"expected fresh_probability in [0, 1], got {self.fresh_probability}")
-        for name in ("weight_informative", "weight_unmeasured", "weight_settled"):
-            if getattr(self, name) <= 0:
-                problems.append(f"expected {name} > 0, got {getattr(self, name)}")
-        if self.lm_timeout_s <= 0:
-            problems.append(f"expected lm_timeout_s > 0, got {self.lm_timeout_s}")
+        for name in ("weight_informative", "weight_unmeasured", "weight_settled", "lm_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= MAX_FLOAT):
+                problems.append(f"expected {name} in (0, {MAX_FLOAT:g}], got {value}")
         if self.rewriter not in REWRITERS:
             problems.append(f"expected rewriter in {REWRITERS}, got {self.rewriter!r}")
-        if self.lm_url is not None and not self.lm_url.startswith(("http://", "https://")):
-            problems.append(f"expected lm_url as an http(s) URL, got {self.lm_url!r}")
+        if self.lm_url is not None:
+            parts = urllib.parse.urlsplit(self.lm_url)
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or len(self.lm_url) > 2048
+            ):
+                problems.append(f"expected lm_url as an http(s) URL, got {self.lm_url!r}")
+        if not 0 < len(self.lm_model) <= 256:
+            problems.append("expected lm_model of 1 to 256 characters")
         return problems
 
     # -- JSON ----------------------------------------------------------------------------------

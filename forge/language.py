@@ -75,7 +75,14 @@ class LanguageModel:
                 return str(reply.json()["choices"][0]["text"])
             reply.raise_for_status()
             return str(reply.json()["choices"][0]["message"]["content"])
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (
+            httpx.HTTPError,
+            httpx.InvalidURL,
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+        ) as exc:
             raise LanguageModelError(
                 f"expected an OpenAI-compatible answer from {self.url}, got {exc!r}"
             ) from exc

@@ -30,7 +30,7 @@ import numpy as np
 from world import oracle
 from world.candidates import STATION_FOR, candidates
 from world.entities import Thing
-from world.errors import TaskError
+from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
 from world.tasks import PLACE_CONDITION, Task, goal_met
@@ -178,7 +178,10 @@ def propose(
     None falls back to the parent's own estimate. A variant qualifies if the oracle plans it
     (its goal does not already hold) and its plan is longer (harder) or shorter (easier).
     """
-    snap = Snapshot.of(world, avatar_id, _places(task))
+    try:
+        snap = Snapshot.of(world, avatar_id, _places(task))
+    except (ValueError, WorldError):  # a task naming no real place has no variants
+        return None, []
     own = estimate(snap, task)
     base = parent_length if parent_length is not None else own
     sign = 1 if direction == HARDER else -1
@@ -213,8 +216,12 @@ def propose(
 
 
 def check(world: World, task: Task, avatar_id: str, budget: int) -> int | None:
-    """The oracle's plan length for ``task`` from the current state (0: goal holds already)."""
-    found = oracle.plan(world, task, avatar_id, budget=budget)
+    """The oracle's plan length for ``task`` from the current state (0: goal holds already;
+    None: no plan, or the task names places that are no place ids of this world)."""
+    try:
+        found = oracle.plan(world, task, avatar_id, budget=budget)
+    except (ValueError, WorldError):
+        return None
     return len(found) if found is not None else None
 
 

@@ -90,7 +90,10 @@ def near(task: PoolTask, avatar_place: str) -> bool:
     ax, ay = region_of(avatar_place)
     for key in ("place", "resource_place"):
         if key in task.params:
-            px, py = region_of(task.params[key])
+            try:
+                px, py = region_of(task.params[key])
+            except ValueError:  # not a place id: nothing to plan
+                return False
             if abs(px - ax) + abs(py - ay) > 1:
                 return False
     return True

@@ -80,15 +80,7 @@ def begin(
             task = tasks.Task.from_spec({"family": row.family, "params": row.params})
         elif requested is not None:
             task = requested
-            row = records.save_task(
-                session=session,
-                task_id=task.id,
-                spec=task.spec(),
-                text=task.text,
-                tick=world.tick,
-                origin="requested",
-                reason="requested at a begin",
-            )
+            row = forge.admit_requested(session, world, avatar, task)
         else:
             key = f"{avatar}/{meta['txn_seq'] + 1}"  # unique per world transaction, logged
             try:

@@ -160,6 +160,33 @@ def draw(
     return Drawn(task, saved, "fresh", key)
 
 
+def admit_requested(session: Session, world: World, avatar: str, task: tasks.Task) -> TaskRow:
+    """The pool row of a task an agent asked for by spec; a new one must pass the oracle from
+    the avatar's current state (else a 409) and joins the pool as ``requested``."""
+    found = records.get_task(session=session, task_id=task.id)
+    if found is not None:
+        return found
+    _, config = state(session)
+    length = mutate.check(world, task, avatar, config.plan_budget)
+    if not length:
+        raise Conflict(
+            "the oracle finds no plan for this task from here now"
+            if length is None
+            else "this task's goal already holds",
+            code="unsolvable_task",
+        )
+    return records.save_task(
+        session=session,
+        task_id=task.id,
+        spec=task.spec(),
+        text=task.text,
+        tick=world.tick,
+        origin="requested",
+        reason="requested at a begin",
+        difficulty=length,
+    )
+
+
 def _pool_task(row: TaskRow, **extra: Any) -> PoolTask:
     return PoolTask(
         id=row.id,

@@ -29,6 +29,10 @@ def test_partial_update_changes_only_what_it_names() -> None:
         {"rewriter": "oracle"},
         {"lm_url": "file:///etc/passwd"},
         {"no_such_field": 1},
+        {"window": 10**30},  # would overflow SQL
+        {"weight_settled": float("nan")},
+        {"lm_timeout_s": float("inf")},
+        {"lm_url": "http://"},
         {"dynamics": {"storm_probability": 2}},
         {"dynamics": {"no_such_field": 1}},
         {"dynamics": 3},

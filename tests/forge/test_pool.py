@@ -60,4 +60,5 @@ def test_near_keeps_tasks_whose_places_neighbour_the_avatar() -> None:
     assert near(PoolTask("a", "pick_and_place", {**placed, "place": "1,0:3"}), here)
     assert not near(PoolTask("b", "pick_and_place", {**placed, "place": "1,1:3"}), here)
     assert not near(PoolTask("c", "pick_and_place", {**placed, "place": "0,-2:0"}), here)
+    assert not near(PoolTask("d", "pick_and_place", {**placed, "place": "no place"}), here)
     assert near(_task("craft"), here)

@@ -125,6 +125,18 @@ def test_routes_roles_and_config_validation(quiet: ServerProcess) -> None:
     bad_spec = ann.post("/v1/episodes", json={"task": {"family": "nope", "params": {}}})
     assert bad_spec.status_code == 422 and bad_spec.json()["error"]["code"] == "invalid_task"
     assert watcher.get("/v1/tasks", params={"status": "sleeping"}).status_code == 422
+    # A spec names a task to do: an existing one is reused, a new one must pass the oracle.
+    drawn = _begin(ann)
+    _fail(ann, drawn["episode_id"])
+    spec = {"family": drawn["task"]["family"], "params": drawn["task"]["params"]}
+    again = _begin(ann, task=spec)
+    assert again["task"]["id"] == drawn["task"]["id"]
+    _fail(ann, again["episode_id"])
+    nowhere = {**spec, "params": {**spec["params"], "place": "no place"}}
+    refused = ann.post("/v1/episodes", json={"task": nowhere})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "unsolvable_task"
+    pool = [t["id"] for t in watcher.get("/v1/tasks").json()["items"]]
+    assert pool == [drawn["task"]["id"]]  # the refused spec added nothing
 
 
 def test_a_cycle_after_scripted_episodes_adapts_the_pool(quiet: ServerProcess) -> None:
