@@ -42,6 +42,8 @@ def expand(snap: Snapshot, item: str, prefer_loose: bool) -> Needs | None:
         things.sort(key=lambda t: (snap.dist(here, snap.where(t)), t.id))
     left = {t.id: t.count("stock") for t in snap.things.values() if t.kind == "resource"}
     needs = Needs()
+    version = snap.meta.version_at(snap.tick)
+    known = {name: r for name, r in rules.recipes.items() if version.knows(r)}
     held_tags = {
         tag for t in snap.held() if not t.attrs.get("broken") for tag in rules.objects[t.type].tags
     }
@@ -51,7 +53,7 @@ def expand(snap: Snapshot, item: str, prefer_loose: bool) -> Needs | None:
             use = min(have[type_name], units)
             have[type_name] -= use
             units -= use
-        recipe = rules.recipes.get(type_name)
+        recipe = known.get(type_name)  # a locked, undiscovered recipe is no way to make it
         if units > 0 and not top and (recipe is None or prefer_loose):
             while units > 0 and loose.get(type_name):
                 thing = loose[type_name].pop(0)

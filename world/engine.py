@@ -360,6 +360,8 @@ def _craft(view: View, action: Action, apply: bool) -> str:
     recipe = rules.recipes.get(action.obj or "")
     if recipe is None:
         raise Rejected(f"no recipe for {action.obj!r}")
+    if not world.dynamics.knows(recipe):
+        raise Rejected(f"the recipe for {recipe.output} is not discovered yet")
     if recipe.station and not any(r.type == recipe.station for r in view.receptacles):
         raise Rejected(f"needs a {recipe.station}")
     consumed: list[tuple[Thing, int]] = []  # (thing, units taken)

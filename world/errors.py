@@ -23,3 +23,7 @@ class UnknownEntityError(WorldError):
 
 class TaskError(WorldError):
     """Raised when a task spec names an unknown family or carries invalid parameters."""
+
+
+class WorldEventError(WorldError):
+    """Raised when a world event (drift, discovery, storm, flood) cannot apply as asked."""

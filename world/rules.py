@@ -73,6 +73,7 @@ class Recipe:
     inputs: Mapping[str, int]
     count: int = 1
     station: str | None = None  # receptacle type that must stand in the place, or None
+    locked: bool = False  # unknown at genesis: craftable once a rules version discovers it
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,17 @@ class RulesVersion:
     temperature_ticks: int = 60  # ticks before a heated or cooled object is at room temperature
     regrow_rate: float = 1.0  # multiplies every resource's regrowth speed
     wear_per_use: int = 1  # durability a tool loses per gather
+    discovered: tuple[str, ...] = ()  # outputs of locked recipes known from this version on
+    cause: str = "genesis"  # why it was published: "genesis", "drift" or "discovery"
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RulesVersion:
+        """The inverse of ``dataclasses.asdict`` (JSON turns the tuple into a list)."""
+        return cls(**{**row, "discovered": tuple(row.get("discovered", ()))})
+
+    def knows(self, recipe: Recipe) -> bool:
+        """Whether ``recipe`` can be crafted while this version is in force."""
+        return not recipe.locked or recipe.output in self.discovered
 
     def season(self, tick: int) -> str:
         return SEASONS[(tick // self.season_length) % 4]
@@ -236,6 +248,7 @@ def _recipe(output: str, spec: dict[str, Any]) -> Recipe:
         inputs=MappingProxyType(dict(spec["inputs"])),
         count=spec.get("count", 1),
         station=spec.get("station"),
+        locked=spec.get("locked", False),
     )
 
 
@@ -289,7 +302,7 @@ def load_rules(data_dir: Path = DATA_DIR) -> Rules:
     dynamics = _entries(
         {"dynamics.yaml": _read("dynamics.yaml", data_dir)},
         "dynamics in",
-        lambda _, s: RulesVersion(**s),
+        lambda _, s: RulesVersion.from_row(s),
     )
     rules = Rules(
         objects, receptacles, resources, recipes, places, regions, dynamics["dynamics.yaml"]
@@ -319,6 +332,12 @@ def _check(rules: Rules) -> None:
             raise RulesError(
                 f"recipe for {recipe.output!r} names unknown types {unknown or recipe.station}"
             )
+    locked = {r.output for r in rules.recipes.values() if r.locked}
+    if not set(rules.dynamics.discovered) <= locked:
+        raise RulesError(
+            f"expected genesis discoveries among the locked recipes {sorted(locked)}, "
+            f"got {list(rules.dynamics.discovered)}"
+        )
     for place in rules.places.values():
         for spawn in place.objects:
             if spawn.type not in rules.objects or not set(spawn.receptacles) <= set(

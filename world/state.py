@@ -146,8 +146,13 @@ class World:
         return self.meta.tick
 
     def publish_version(self, version: RulesVersion) -> None:
-        """Put new dynamics parameters in force from ``version.since_tick`` (>= now)."""
+        """Put new dynamics parameters in force from ``version.since_tick`` (>= now).
+
+        Versions stay ordered by ``since_tick`` (a stable sort: of two published for one tick,
+        the later is in force), so a version published now after one dated in the future
+        does not override it from then on."""
         self.meta.versions.append(version)
+        self.meta.versions.sort(key=lambda v: v.since_tick)
 
     # -- space -----------------------------------------------------------------------------
     def region(self, rx: int, ry: int) -> Region:

@@ -84,7 +84,7 @@ class SqlBackend:
             tick=row["tick"],
             next_thing_id=row["next_thing_id"],
             counters=dict(row["counters"]),
-            versions=[RulesVersion(**v) for v in row["versions"]],
+            versions=[RulesVersion.from_row(v) for v in row["versions"]],
         )
 
     def load_region(self, rx: int, ry: int) -> Region | None:

@@ -8,7 +8,9 @@ the live transaction did:
 - ``action``: an avatar acted (``engine.step`` with the logged, normalised text);
 - ``tick``: the heartbeat advanced the clock (``engine.heartbeat``);
 - ``episode_begun``: a task was sampled (with the logged key) and the avatar looked around;
-- ``goal_check``: the server evaluated a task's goal after a step.
+- ``goal_check``: the server evaluated a task's goal after a step;
+- ``forge_drift``, ``recipe_discovered``, ``storm``, ``flood``: the forge changed the world
+  (``world.world_events.apply_logged`` re-applies the logged payload).
 
 The last two are inputs too because looking at things settles their lazy dynamics at that
 tick, and settling is persisted. Every other kind (``state``, ``rejected``, ``region_generated``,
@@ -21,10 +23,12 @@ from collections.abc import Iterable, Mapping
 from itertools import groupby
 from typing import Any
 
-from world import engine
+from world import engine, world_events
 from world.state import Backend, World
 
-INPUT_KINDS = frozenset({"avatar_joined", "action", "tick", "episode_begun", "goal_check"})
+INPUT_KINDS = frozenset(
+    {"avatar_joined", "action", "tick", "episode_begun", "goal_check", *world_events.KINDS}
+)
 
 
 def apply_input(world: World, event: Mapping[str, Any]) -> None:
@@ -38,6 +42,8 @@ def apply_input(world: World, event: Mapping[str, Any]) -> None:
         engine.heartbeat(world)
     elif kind in ("episode_begun", "goal_check"):
         _apply_task_input(world, kind, actor, payload)
+    elif kind in world_events.KINDS:
+        world_events.apply_logged(world, kind, payload)
 
 
 def _apply_task_input(world: World, kind: str, actor: str, payload: Mapping[str, Any]) -> None:
