@@ -116,7 +116,7 @@ def _pct(value: float | None) -> str:
 
 
 def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:+.1f} pts"
+    return "n/a" if value is None else f"{round(100 * value, 1) + 0.0:+.1f} pts"  # no -0.0
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -304,7 +304,7 @@ def _plot(run: Run, out: Path) -> None:
                 ax, [r for r in m.success_over_time if getattr(r, key) == group], group, marker="."
             )
         if overall:
-            curve(ax, overall, "all", color="black", linewidth=2.5, alpha=0.6)
+            curve(ax, overall, "all", color="black", linestyle="--", alpha=0.6)
         ax.set_ylim(-0.05, 1.05)
         finish(fig, ax, name, title, "success rate", not overall)
 
