@@ -85,6 +85,16 @@ def test_every_station_and_raw_material_is_reachable(rules: Rules) -> None:
             assert name in rules.recipes or name in gathered or name in spawned, name
 
 
+def test_some_recipes_are_locked_until_discovered(rules: Rules) -> None:
+    locked = {r.output for r in rules.recipes.values() if r.locked}
+    assert {"pot", "vase", "knife", "kettle"} <= locked and not rules.dynamics.discovered
+    genesis = rules.dynamics
+    assert not genesis.knows(rules.recipes["vase"]) and genesis.knows(rules.recipes["plank"])
+    known = rules.dynamics.replace(discovered=("vase",))
+    assert known.knows(rules.recipes["vase"]) and not known.knows(rules.recipes["pot"])
+    assert RulesVersion.from_row(dataclasses.asdict(known) | {"discovered": ["vase"]}) == known
+
+
 def test_kind_of(rules: Rules) -> None:
     assert rules.kind_of("apple") == "object"
     assert rules.kind_of("fridge") == "receptacle"
@@ -159,6 +169,7 @@ def _set(section: str, name: str, spec: dict):
          "unicorn"),
         ("regions.yaml", lambda d: d["places"]["kitchen"]["receptacles"].update({"oven": 1}), "oven"),
         ("regions.yaml", lambda d: d["regions"]["village"]["groups"].append({"places": ["castle"]}), "castle"),
+        ("dynamics.yaml", lambda d: d.update({"discovered": ["plank"]}), "locked recipes"),
     ],
 )  # fmt: skip
 def test_bad_data_raises_rules_error(data_dir: Path, file: str, change, message: str) -> None:
