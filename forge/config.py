@@ -53,9 +53,9 @@ class ForgeConfig:
     # -- adaptation (one forge cycle)
     trial_size: int = 8  # ended rollouts of a pending variant that decide its trial
     retire_parents: bool = True  # retire a mastered or hopeless task once its variant is accepted
-    max_proposals: int = 4  # proposals per cycle at most (the most extreme tasks first)
+    max_proposals: int = 2  # proposals per cycle at most (the most extreme tasks first)
     cooldown_cycles: int = 5  # cycles after a proposal before the same task is proposed for again
-    mutation_tries: int = 12  # variants the oracle plans per proposal at most
+    mutation_tries: int = 8  # variants the oracle plans per proposal at most
     plan_budget: int = 4000  # oracle search budget per plan, in proposals and draws alike
     rewriter: str = "programmatic"  # "programmatic", or "language_model" (falls back to it)
     # -- the draw at episode begin (runs inside the world lock: keep it cheap)

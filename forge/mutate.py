@@ -21,7 +21,7 @@ smallest step beyond the parent's (longer for harder, shorter for easier) wins.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ from world.state import World
 from world.tasks import PLACE_CONDITION, Task, goal_met
 
 HARDER, EASIER = "harder", "easier"
-LADDER = {
+LADDER: dict[str, dict[str, tuple[str, ...]]] = {
     HARDER: {
         "pick_and_place": (
             "clean_and_place",
@@ -75,6 +75,7 @@ def variants(snap: Snapshot, task: Task) -> list[Task]:
     p, family = task.params, task.family
     found: list[dict[str, Any]] = []
     families = [family]
+    shared: tuple[str, ...]
     if family in PLACE_CONDITION:
         shared = ("object", "receptacle")
         families += [*LADDER[HARDER].get(family, ()), *LADDER[EASIER].get(family, ())]
@@ -170,7 +171,7 @@ def propose(
     gen: np.random.Generator,
     tries: int,
     budget: int,
-    exclude: set[str],
+    exclude: Container[str],
 ) -> tuple[Attempt | None, list[Attempt]]:
     """The chosen variant (or None) and every attempt the oracle made, in order.
 

@@ -220,7 +220,7 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
             return []
         number = row.cycle + 1
         world = World(SqlBackend(session, meta), runtime.rules)
-        pool, history = _load(session, config, number)
+        rows, pool, history = _load(session, config, number)
         result = forge_cycle.run_cycle(
             world,
             pool,
@@ -229,10 +229,10 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
             number,
             traces=lambda ids: _traces(session, ids),
             suggestions=suggestions,
-            known=_Known(session),
+            known=records.task_ids(session=session),
         )
         world.commit()
-        stored = _write(session, result, number, world.tick, now)
+        stored = _write(session, rows, result, number, world.tick, now)
         row.cycle, row.last_tick = number, world.tick
         session.commit()
         return stored
@@ -240,7 +240,8 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
 
 def _load(
     session: Session, config: ForgeConfig, number: int
-) -> tuple[list[PoolTask], dict[str, list[critic.Rollout]]]:
+) -> tuple[dict[str, TaskRow], list[PoolTask], dict[str, list[critic.Rollout]]]:
+    """The live pool's rows by id, as the forge sees them, and their recent rollouts."""
     rows = records.pool_tasks(session=session, statuses=LIVE)
     pending = [r.id for r in rows if r.status == "pending"]
     proposals = records.proposals_of(session=session, candidate_ids=pending)
@@ -254,7 +255,7 @@ def _load(
         for r in rows
     ]
     history = rollouts(session, [r.id for r in rows], max(config.window, config.trial_size))
-    return pool, history
+    return {r.id: r for r in rows}, pool, history
 
 
 def rollouts(
@@ -287,23 +288,16 @@ def _traces(session: Session, episode_ids: Sequence[int]) -> dict[int, list[crit
     }
 
 
-class _Known:
-    """Whether a task id is in the pool (any status), asked of the database."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def __contains__(self, task_id: object) -> bool:
-        return records.get_task(session=self.session, task_id=str(task_id)) is not None
-
-
 def _write(
-    session: Session, result: forge_cycle.CycleResult, number: int, tick: int, now: float
+    session: Session,
+    rows: Mapping[str, TaskRow],
+    result: forge_cycle.CycleResult,
+    number: int,
+    tick: int,
+    now: float,
 ) -> list[ForgeDecisionRow]:
     for task_id, fb in result.feedback.items():
-        found = records.get_task(session=session, task_id=task_id)
-        if found is not None:
-            found.accuracy, found.rollouts = fb.accuracy, fb.rollouts
+        rows[task_id].accuracy, rows[task_id].rollouts = fb.accuracy, fb.rollouts
     for new in result.new_tasks:
         records.save_task(
             session=session,
@@ -318,11 +312,13 @@ def _write(
             difficulty=new.difficulty,
         )
     for change in result.changes:
-        found = records.get_task(session=session, task_id=change.task_id)
-        if found is not None:
-            records.set_task_status(
-                session=session, row=found, status=change.status, reason=change.reason, tick=tick
-            )
+        records.set_task_status(
+            session=session,
+            row=rows[change.task_id],
+            status=change.status,
+            reason=change.reason,
+            tick=tick,
+        )
     return [_store(session, d, number, tick, now) for d in result.decisions]
 
 
@@ -351,7 +347,7 @@ def _ask_language_model(runtime: Runtime) -> Mapping[str, Suggestion]:
         wants_rewrite = config.rewriter == "language_model"
         if config.lm_url is None or paused or not (wants_rewrite or config.lm_summaries):
             return {}
-        pool, history = _load(session, config, number + 1)
+        _, pool, history = _load(session, config, number + 1)
         feedback = {t.id: critic.feedback(t.id, history.get(t.id, ()), config) for t in pool}
         world = World(SqlBackend(session), runtime.rules)  # read only: never committed
         model = language.LanguageModel(config.lm_url, config.lm_model, config.lm_timeout_s)

@@ -347,6 +347,11 @@ def pool_tasks(
     return list(session.scalars(stmt.order_by(TaskRow.id)))
 
 
+def task_ids(*, session: Session) -> set[str]:
+    """Every task id ever admitted (any status): proposals must be new."""
+    return set(session.scalars(select(TaskRow.id)))
+
+
 def probe_count(*, session: Session, family: str) -> int:
     return int(
         session.scalar(
