@@ -167,7 +167,7 @@ async function loadMap() {
   const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
   const cols = x1 - x0 + 1;
   const rows = y1 - y0 + 1;
-  const cell = Math.max(3, Math.min(40, Math.floor(400 / cols), Math.floor(240 / rows)));
+  const cell = Math.max(3, Math.min(40, Math.floor(400 / cols), Math.floor(215 / rows)));
   box.setAttribute("viewBox", `0 0 ${cols * cell} ${rows * cell}`);
   box.setAttribute("width", cols * cell);
   box.setAttribute("height", rows * cell);
