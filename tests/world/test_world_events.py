@@ -112,7 +112,9 @@ def test_drift_changes_spoilage_from_the_drift_tick_only(sim) -> None:
     assert payload["old"] == {"spoil_rate": 1.0} and payload["new"] == {"spoil_rate": 2.0}
     assert payload["since_tick"] == sim.tick and sim.backend.events[-1].kind == "forge_drift"
     sim.skip(200)  # one lazy settle spans both versions
-    assert _fresh(sim, apple.id) == pytest.approx(100 - 300 * APPLE_RATE - 400 * APPLE_RATE, abs=1e-3)
+    assert _fresh(sim, apple.id) == pytest.approx(
+        100 - 300 * APPLE_RATE - 400 * APPLE_RATE, abs=1e-3
+    )
 
 
 def test_drift_changes_regrowth_and_wear(sim, rules) -> None:
@@ -216,7 +218,9 @@ def test_storm_and_drift_leave_other_regions_untouched_until_they_are_looked_at(
 
     backend.meta.tick = 300
     settled = World(backend).thing(apple.id)
-    assert settled.number("fresh") == pytest.approx(100 - 100 * APPLE_RATE - 400 * APPLE_RATE, abs=1e-3)
+    assert settled.number("fresh") == pytest.approx(
+        100 - 100 * APPLE_RATE - 400 * APPLE_RATE, abs=1e-3
+    )
 
 
 # -- replay ------------------------------------------------------------------------------------
