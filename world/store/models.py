@@ -176,9 +176,7 @@ class TaskRow(Base):
     status: Mapped[str] = mapped_column(
         String(16), index=True, default="active", server_default="active"
     )
-    origin: Mapped[str] = mapped_column(
-        String(16), default="sampled", server_default="sampled"
-    )
+    origin: Mapped[str] = mapped_column(String(16), default="sampled", server_default="sampled")
     parent_id: Mapped[str | None] = mapped_column(String(64), index=True)
     reason: Mapped[str | None] = mapped_column(Text)
     probe: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
