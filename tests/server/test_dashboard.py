@@ -114,7 +114,9 @@ def test_regions_count_what_each_region_holds(server: ServerProcess, admin: Api)
 
 
 # -- the page in a browser ------------------------------------------------------------------
+@pytest.fixture
 def chromium() -> str:
+    """Chromium's path; skips without it, except under CI=true where that is a failure."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
@@ -123,10 +125,10 @@ def chromium() -> str:
     pytest.skip("chromium is not installed")
 
 
-def browse(url: str, profile: Path, *extra: str) -> str:
+def browse(chromium: str, url: str, profile: Path, *extra: str) -> str:
     """The DOM after Chromium ran the page's scripts for VIRTUAL_TIME_MS of virtual time."""
     cmd = [
-        chromium(),
+        chromium,
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -203,7 +205,7 @@ def lively(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 def test_page_shows_the_world_and_refuses_a_bad_token(
-    lively: ServerProcess, tmp_path: Path
+    chromium: str, lively: ServerProcess, tmp_path: Path
 ) -> None:
     admin = Api(lively.url, ADMIN_TOKEN)
     watcher = admin.agent("watcher", "observer")
@@ -220,7 +222,7 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     assert Api(lively.url).get("/static/missing.js").status_code == 404
     assert Api(lively.url).get("/static/..%2Fapp.py").status_code in (404, 422)
 
-    dom = Dom(browse(f"{lively.url}/?token={token}", tmp_path / "profile"))
+    dom = Dom(browse(chromium, f"{lively.url}/?token={token}", tmp_path / "profile"))
     (body,) = [a for tag, a, _ in dom.elements if tag == "body"]
     assert body.get("data-loaded") == "true", "the page never finished a refresh"
     assert dom.text("auth-error") == ""
@@ -263,8 +265,8 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     learning = watcher.get("/v1/metrics/learning")
     if learning.status_code == 200:
         drawn = {a["data-family"] for a, _ in dom.find(class_="curve")}
-        rows = learning.json()["success_over_time"]
-        assert drawn == {r["family"] or "overall" for r in rows if r["policy_version"] is None}
+        buckets = learning.json()["success_over_time"]
+        assert drawn == {b["family"] or "overall" for b in buckets if b["policy_version"] is None}
         assert "overall" in drawn
     decisions = watcher.get("/v1/forge/decisions", params={"limit": 1000})
     if decisions.status_code == 200:
@@ -280,8 +282,33 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
             assert state == "unavailable", section
             assert dom.text(f"{section}-state").startswith(f"unavailable ({probe.status_code} ")
 
-    refused = Dom(browse(f"{lively.url}/?token=bw_not-a-token", tmp_path / "refused"))
+    refused = Dom(browse(chromium, f"{lively.url}/?token=bw_not-a-token", tmp_path / "refused"))
     message = refused.text("auth-error")
     assert "The token was refused (401)" in message and "not valid" in message
     assert refused.find(id="sections")[0][0].get("hidden") is not None
     assert refused.find(class_="event") == [] and refused.find(class_="episode") == []
+
+
+def test_sections_degrade_one_by_one(chromium: str, tmp_path: Path) -> None:
+    """A token allowed two requests: the world loads, then the other sections meet 429s and
+    each says so with the status while what was loaded stays on the page."""
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'world.db'}",
+        tmp_path / "data",
+        BIGWORLD_RATE_LIMIT="0.001",
+        BIGWORLD_RATE_LIMIT_BURST="2",
+        BIGWORLD_FORGE_ENABLED="false",
+    ).start()
+    try:
+        watcher = Api(proc.url, ADMIN_TOKEN).agent("watcher", "observer")
+        token = watcher.http.headers["Authorization"].removeprefix("Bearer ")
+        dom = Dom(browse(chromium, f"{proc.url}/?token={token}", tmp_path / "profile"))
+    finally:
+        proc.stop()
+    assert dom.text("auth-error") == "" and dom.text("world-tick") == "0"
+    sections = ("world", "map", "events", "episodes", "learning", "forge")
+    states = {s: dom.find(id=s)[0][0].get("data-state") for s in sections}
+    unavailable = [s for s in sections if states[s] == "unavailable"]
+    assert len(unavailable) >= 5, states  # two requests for six sections, refreshed since
+    for section in unavailable:
+        assert dom.text(f"{section}-state").startswith("unavailable (429 rate_limited): over ")
