@@ -55,7 +55,10 @@ class ServerProcess:
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
-        env = {**inherited, "PYTHONPATH": str(REPO), **self.env}
+        # The forge's background cycle (storms, drift) would change the world under tests that
+        # compare states; a test that wants it passes BIGWORLD_FORGE_INTERVAL_S itself.
+        quiet = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}
+        env = {**inherited, "PYTHONPATH": str(REPO), **quiet, **self.env}
         cmd = [
             sys.executable,
             "-m",
