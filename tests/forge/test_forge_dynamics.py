@@ -1,5 +1,7 @@
-"""The forge's dynamics: config validation, deterministic evolve, each change kind's effect, and
-changes that survive reopening the database and replay from its event log."""
+"""The forge's dynamics (``forge.dynamics``): config validation, deterministic evolve, each
+change kind's effect, and changes that survive reopening the database and replay from its log.
+
+Not named test_dynamics.py: tests/world has one, and pytest needs unique test basenames."""
 
 from __future__ import annotations
 
