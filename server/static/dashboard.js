@@ -10,6 +10,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const KEEP_EVENTS = 60;
 const KEEP_EPISODES = 15;
 const KEEP_DECISIONS = 20;
+const MAP_REGIONS = 20000; // the map draws at most this many regions
 const MAX_PAGES = 4; // per list per refresh; a backlog beyond this is caught up next time
 // Tick windows tried, nearest first, to find the newest rows of an id-ordered list.
 const WINDOWS = [20, 500, 20000, null];
@@ -107,9 +108,9 @@ async function api(path, params = {}) {
 }
 
 // Follow the cursor pages of an id-ordered list after `cursor`; the last `keep` rows.
-async function follow(path, params, cursor, keep) {
+async function follow(path, params, cursor, keep, maxPages = MAX_PAGES) {
   let items = [];
-  for (let i = 0; i < MAX_PAGES; i++) {
+  for (let i = 0; i < maxPages; i++) {
     const page = await api(path, { ...params, cursor });
     items = items.concat(page.items).slice(-keep);
     if (!page.next_cursor) break;
@@ -153,7 +154,7 @@ async function loadWorld() {
 }
 
 async function loadMap() {
-  const regions = await follow("/v1/regions", { limit: 1000 }, null, 20000);
+  const regions = await follow("/v1/regions", { limit: 1000 }, null, MAP_REGIONS, 20);
   const box = $("map-svg");
   box.replaceChildren();
   const legend = $("map-legend");
