@@ -35,7 +35,7 @@ def learning(
         int,
         Query(
             ge=1,
-            le=1000,
+            le=100,
             description="N: episodes per window of forgetting, forward "
             "transfer and world-change figures",
         ),

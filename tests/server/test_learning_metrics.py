@@ -440,7 +440,12 @@ def test_learning_route_refuses_bad_input_and_serves_an_empty_world(live):
     )
     assert empty["forgetting"]["mean"] is None and empty["world_changes"] == []
     assert empty["reward_model"]["step_accuracy"] is None
-    for params in ({"from_tick": 5, "to_tick": 4}, {"bucket_ticks": 0}, {"window": 0}):
+    for params in (
+        {"from_tick": 5, "to_tick": 4},
+        {"bucket_ticks": 0},
+        {"window": 0},
+        {"window": 101},
+    ):
         reply = admin.get("/v1/metrics/learning", params=params)
         assert reply.status_code == 422 and "error" in reply.json(), params
     assert Api(live.url).get("/v1/metrics/learning").status_code == 401

@@ -165,14 +165,19 @@ def load_history(
 
 
 # -- episodes --------------------------------------------------------------------------------
-def _ended(stmt: Select[Any], scope: Scope) -> Select[Any]:
+def _ended(stmt: Select[Any], scope: Scope, *, family_index: bool = True) -> Select[Any]:
+    """Only ended episodes in scope. ``family_index=False`` words the family test so that no
+    index serves it (``family || ''``): for queries that walk the begin-tick index a few rows
+    at a time, which SQLite (without statistics) would otherwise trade for the family index
+    and a sort of the whole family, once per query."""
+    family = EpisodeRow.family if family_index else EpisodeRow.family + ""
     stmt = stmt.where(EpisodeRow.status != "open")
     if scope.from_tick is not None:
         stmt = stmt.where(EpisodeRow.end_tick >= scope.from_tick)
     if scope.to_tick is not None:
         stmt = stmt.where(EpisodeRow.end_tick <= scope.to_tick)
     if scope.family is not None:
-        stmt = stmt.where(EpisodeRow.family == scope.family)
+        stmt = stmt.where(family == scope.family)
     return stmt
 
 
@@ -314,15 +319,16 @@ def change_episodes(
     ended by t, and the first ``HORIZON_WINDOWS * window`` begun at or after t (the begin-tick index serves
     both)."""
     found: dict[int, EpisodeOutcome] = {}
+    columns = select(*_outcome_columns())
     for change in changes:
         before = (
-            _ended(select(*_outcome_columns()), scope)
+            _ended(columns, scope, family_index=False)
             .where(EpisodeRow.begin_tick < change.tick, EpisodeRow.end_tick <= change.tick)
             .order_by(EpisodeRow.begin_tick.desc(), EpisodeRow.id.desc())
             .limit(window)
         )
         after = (
-            _ended(select(*_outcome_columns()), scope)
+            _ended(columns, scope, family_index=False)
             .where(EpisodeRow.begin_tick >= change.tick)
             .order_by(EpisodeRow.begin_tick, EpisodeRow.id)
             .limit(HORIZON_WINDOWS * window)
