@@ -42,6 +42,7 @@ PLOTS = (
     "world_events.png",
 )
 TABLE_ROWS = 20  # rows per table in report.md; metrics.json has them all
+SEASON_LABELS = 24  # season changes named on the world-events plot; beyond, lines only
 
 
 class ReportError(Exception):
@@ -344,18 +345,37 @@ def _plot(run: Run, out: Path) -> None:
     finish(fig, ax, "forge_decisions.png", "forge decisions", "kind", not run.decisions)
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for tick, season in run.seasons:
-        ax.axvline(tick, color="tab:green", alpha=0.4, linestyle=":")
-        ax.text(tick, 1.02, season, fontsize="x-small", color="tab:green", rotation=90, va="bottom")
+    # One line collection per kind: a long run has thousands of changes and seasons.
+    edge = ax.get_xaxis_transform()  # x in ticks, y in axes fractions
+    ax.vlines(
+        [t for t, _ in run.seasons],
+        0,
+        1,
+        transform=edge,
+        colors="tab:green",
+        alpha=0.4,
+        linestyles=":",
+        label="season change" if run.seasons else None,
+    )
+    if len(run.seasons) <= SEASON_LABELS:
+        for tick, season in run.seasons:
+            ax.text(
+                tick,
+                0.99,
+                season,
+                transform=edge,
+                fontsize="x-small",
+                color="tab:green",
+                rotation=90,
+                va="top",
+            )
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     changes = [d for d in run.decisions if d.kind.startswith("world.")]
-    kinds = sorted({d.kind for d in changes})
-    labelled: set[str] = set()
-    for change in changes:
-        colour = palette[kinds.index(change.kind) % len(palette)]
-        label = None if change.kind in labelled else change.kind
-        labelled.add(change.kind)
-        ax.axvline(change.tick, color=colour, alpha=0.5, label=label)
+    for i, kind in enumerate(sorted({d.kind for d in changes})):
+        ticks = [d.tick for d in changes if d.kind == kind]
+        ax.vlines(
+            ticks, 0, 1, transform=edge, colors=palette[i % len(palette)], alpha=0.5, label=kind
+        )
     if overall:
         curve(ax, overall, "success", color="black")
     ax.set_ylim(-0.05, 1.15)
