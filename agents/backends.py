@@ -100,7 +100,7 @@ class TransformersModel:
         lengths = torch.tensor([len(r) for r in rows], device=self.device)
         mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]  # (N, C)
         with torch.no_grad():
-            head = self.model(input_ids=prompt_ids, use_cache=True)
+            head = self.model(input_ids=prompt_ids, use_cache=True, logits_to_keep=1)
             cache = head.cache if "cache" in head else head.past_key_values
             cache.batch_repeat_interleave(n)
             full_mask = torch.cat(
@@ -111,7 +111,7 @@ class TransformersModel:
                 dim=1,
             )
             tail = self.model(
-                input_ids=ids, attention_mask=full_mask, past_key_values=cache
+                input_ids=ids, attention_mask=full_mask, **{self._cache_arg: cache}
             ).logits  # (N, C, V)
         first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (N,)
         rest = (

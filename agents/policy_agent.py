@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -87,7 +87,45 @@ class ExpertPolicy:
         """The expert has no weights."""
 
 
-class ModelPolicy:
+class _Wrapping:
+    """A policy around a model (or another policy): its version and reloads are the model's."""
+
+    model: Any  # a LanguageModel, or a Policy
+
+    @property
+    def version(self) -> str:
+        return self.model.version
+
+    def reload(self, path: Path, version: str) -> None:
+        self.model.reload(path, version)
+
+
+class GuidedPolicy(_Wrapping):
+    """A model's policy that follows the oracle's hints in every ``every``-th episode.
+
+    For tests and throughput benchmarks with untrained models, which never finish a task on
+    their own (so every group of rollouts fails alike and carries no signal). Guided steps
+    carry the model's version and the rank completion of the oracle's action, so the trainer
+    scores them like any rollout; this is not how a policy's success should be measured."""
+
+    has_weights = True
+
+    def __init__(self, model: Policy, expert: ExpertPolicy, every: int = 2) -> None:
+        if every < 1:
+            raise ValueError(f"expected every >= 1, got {every}")
+        self.model, self.expert, self.every = model, expert, every
+        self.episodes = 0
+        self._current: int | str | None = None
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        if episode_id != self._current:
+            self._current, self.episodes = episode_id, self.episodes + 1
+        if self.episodes % self.every == 0:
+            return self.expert.decide(episode_id, prompt, admissible)
+        return self.model.decide(episode_id, prompt, admissible)
+
+
+class ModelPolicy(_Wrapping):
     """A language model in ``rank`` mode (sample from the softmax of each action's
     log-likelihood) or ``generate`` mode (free text ending in ``\\boxed{k}``)."""
 
@@ -101,13 +139,6 @@ class ModelPolicy:
         self.model, self.mode, self.sampling = model, mode, sampling or Sampling()
         self.rng = np.random.default_rng(self.sampling.seed)
         self.calls = 0
-
-    @property
-    def version(self) -> str:
-        return self.model.version
-
-    def reload(self, path: Path, version: str) -> None:
-        self.model.reload(path, version)
 
     def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
         self.calls += 1

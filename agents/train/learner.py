@@ -261,7 +261,7 @@ def rank_scores(learner: Learner, choice: Choice) -> Tensor:
     ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=device)
     lengths = torch.tensor([len(r) for r in rows], device=device)
     mask = torch.arange(width, device=device)[None, :] < lengths[:, None]  # (C, W)
-    head = learner.model(input_ids=prompt, use_cache=True)  # (1, P, V)
+    head = learner.model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # logits (1, 1, V)
     cache = head.cache if "cache" in head else head.past_key_values
     cache.batch_repeat_interleave(n)
     attention = torch.cat(

@@ -305,6 +305,7 @@ class Trainer:
         a crash at any point leaves a state a restart can finish (an unregistered latest is
         registered then)."""
         self.state.iteration += 1
+        started = time.perf_counter()
         learners = {k: self.learners[k] for k in kinds}
         for kind, learner in learners.items():
             parent = learner.version
@@ -328,6 +329,7 @@ class Trainer:
             self._publish(kind, metrics)
             learner.version = str(self.state.latest[kind].version)
             ckpt.prune(self.out, kind, self.config.keep_last, {self.state.latest[kind].path})
+        metrics["publish_s"] = time.perf_counter() - started  # save + register (history only)
         self.history.append(metrics)
 
     def warm_start(self) -> dict[str, float] | None:
