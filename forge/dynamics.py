@@ -1,14 +1,14 @@
 """The forge's dynamics: the world's non-stationarity, one forge cycle at a time.
 
 :func:`evolve` decides, from the world's seed, tick and the cycle number alone, whether this
-cycle drifts the dynamics parameters, discovers a locked recipe, sends a storm or floods a
-place, and makes each change through :mod:`world.world_events` in the caller's transaction
-(which it does not commit). Seasons are not the forge's business: they follow
-``season_length`` in every rules version, and a drift never touches the calendar.
+cycle drifts the dynamics parameters, discovers a locked recipe, shifts market prices, sends a
+storm or floods a place, and makes each change through :mod:`world.world_events` in the
+caller's transaction (which it does not commit). Seasons are not the forge's business: they
+follow ``season_length`` in every rules version, and a drift never touches the calendar.
 
-There is no ``world.market`` change: nothing in the world buys or sells (``ObjectType.value``
-is read by no rule), so shifting prices would change nothing an agent can observe. Trading
-needs verbs of its own (and their place in the oracle and the task families) first.
+A market shift reprices a few of the types market stalls sell (``trade O for X at R``): from
+its tick on, the trades an avatar can make there change. The oracle and the task families do
+not trade, so a shift changes no task's plan.
 """
 
 from __future__ import annotations
@@ -25,8 +25,12 @@ from world import rng, world_events
 from world.entities import region_key
 from world.state import World
 
-PROBABILITIES = ("wear_step", "storm_probability", "flood_probability", "discovery_probability")
+PROBABILITIES = (
+    "wear_step", "storm_probability", "flood_probability", "discovery_probability",
+    "market_probability",
+)  # fmt: skip
 REGION_DRAWS = 16  # coordinates tried per storm or flood when looking for a materialised region
+MARKET_TYPES = 2  # sold types one market shift reprices
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,10 @@ class DynamicsConfig:
     flood_probability: float = 0.1  # chance per cycle that an outdoor place floods
     flood_ticks: int = 600  # ticks a flooded place stays impassable
     discovery_probability: float = 0.05  # chance per cycle that a locked recipe is discovered
+    market_probability: float = 0.05  # chance per cycle that market prices shift
+    market_scale: float = 0.3  # std. dev. of one shift's log-multiplier on a sold type's price
+    price_min: float = 0.5  # a price multiplier never shifts below this ...
+    price_max: float = 2.0  # ... nor above this
     event_radius: int = 2  # storms and floods hit materialised regions within this many
     # regions of the origin (in both coordinates), where the avatars start
 
@@ -65,14 +73,15 @@ class DynamicsConfig:
                 raise ValueError(
                     f"{name}: expected a probability in [0, 1], got {getattr(self, name)}"
                 )
-        if self.drift_scale > 1:
-            raise ValueError(
-                f"drift_scale: expected a slow drift in [0, 1], got {self.drift_scale}"
-            )
-        if not 0 < self.rate_min <= 1 <= self.rate_max:
-            raise ValueError(
-                f"expected 0 < rate_min <= 1 <= rate_max, got {self.rate_min} and {self.rate_max}"
-            )
+        for name in ("drift_scale", "market_scale"):
+            if getattr(self, name) > 1:
+                raise ValueError(
+                    f"{name}: expected a slow drift in [0, 1], got {getattr(self, name)}"
+                )
+        for low, high in (("rate_min", "rate_max"), ("price_min", "price_max")):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if not 0 < lo <= 1 <= hi:
+                raise ValueError(f"expected 0 < {low} <= 1 <= {high}, got {lo} and {hi}")
         for name in ("wear_max", "storm_scatter", "flood_ticks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {getattr(self, name)}")
@@ -99,7 +108,7 @@ class DynamicsConfig:
 class Change:
     """One change the forge made to the world, with the evidence of what changed."""
 
-    kind: str  # world.drift, world.storm, world.flood or world.discovery
+    kind: str  # world.drift, world.discovery, world.market, world.storm or world.flood
     evidence: dict[str, Any]
     verdict: str = "applied"
 
@@ -109,7 +118,8 @@ def evolve(world: World, config: DynamicsConfig, cycle: int) -> list[Change]:
 
     Every draw is keyed by (world seed, tick, entity, purpose) with the cycle in the purpose,
     so the same world state and cycle give the same changes."""
-    made = (make(world, config, cycle) for make in (_drift, _discovery, _storm, _flood))
+    makers = (_drift, _discovery, _market, _storm, _flood)
+    made = (make(world, config, cycle) for make in makers)
     return [change for change in made if change is not None]
 
 
@@ -131,6 +141,23 @@ def _discovery(world: World, config: DynamicsConfig, cycle: int) -> Change | Non
     gen = rng.rng(world.seed, world.tick, "world", f"forge:{cycle}:discovery")
     output = locked[int(gen.integers(len(locked)))]
     return Change("world.discovery", world_events.discover(world, output))
+
+
+def _market(world: World, config: DynamicsConfig, cycle: int) -> Change | None:
+    """Reprice a few sold types: a bounded log-normal step of each one's multiplier."""
+    types = world_events.traded_types(world)
+    if not types or _chance(world, cycle, "market") >= config.market_probability:
+        return None
+    gen = rng.rng(world.seed, world.tick, "world", f"forge:{cycle}:market")
+    picked = sorted(int(i) for i in gen.choice(len(types), min(MARKET_TYPES, len(types)), False))
+    now = world.dynamics.prices
+    multipliers = {}
+    for name in (types[i] for i in picked):
+        step = math.exp(config.market_scale * float(gen.standard_normal()))
+        multipliers[name] = round(
+            min(config.price_max, max(config.price_min, now.get(name, 1.0) * step)), 4
+        )
+    return Change("world.market", world_events.shift_prices(world, multipliers))
 
 
 def _storm(world: World, config: DynamicsConfig, cycle: int) -> Change | None:

@@ -17,17 +17,19 @@ MAX_ACTION_CHARS = 512
 
 VERBS = (
     "look", "inventory", "wait", "go", "open", "close", "use", "examine", "craft", "eat",
-    "take", "put", "clean", "heat", "cool", "gather", "give",
+    "take", "put", "clean", "heat", "cool", "gather", "give", "trade",
 )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Action:
-    """A parsed action. ``obj`` and ``target`` are labels as written (``"mug 2"``)."""
+    """A parsed action. ``obj`` and ``target`` are labels as written (``"mug 2"``); ``item`` is
+    the object type a trade asks for (``trade O for ITEM at R``)."""
 
     verb: str
     obj: str | None = None
     target: str | None = None
+    item: str | None = None
 
     @property
     def text(self) -> str:
@@ -45,6 +47,8 @@ class Action:
                 return f"{self.verb} {self.obj} with {self.target}"
             case "give":
                 return f"give {self.obj} to {self.target}"
+            case "trade":
+                return f"trade {self.obj} for {self.item} at {self.target}"
             case _:
                 return f"{self.verb} {self.obj}"
 
@@ -63,6 +67,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("cool", r"cool (?P<obj>.+?) with (?P<target>.+)"),
         ("gather", r"gather (?P<obj>.+?) with (?P<target>.+)"),
         ("give", r"give (?P<obj>.+?) to (?P<target>.+)"),
+        ("trade", r"trade (?P<obj>.+?) for (?P<item>.+?) at (?P<target>.+)"),
         ("open", r"open (?P<obj>.+)"),
         ("close", r"close (?P<obj>.+)"),
         ("use", r"use (?P<obj>.+)"),
@@ -100,5 +105,5 @@ def parse(text: str) -> Action | None:
         target = groups.get("target")
         if verb == "put" and target is not None:
             target = f"{groups['prep']} {target}"
-        return Action(verb, groups.get("obj"), target)
+        return Action(verb, groups.get("obj"), target, groups.get("item"))
     return None

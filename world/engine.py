@@ -137,6 +137,8 @@ def _describe_thing(view: View, thing: Thing) -> str:
             parts.insert(0, f"The {thing.label} is open.")
         if spec.toggleable:
             parts.append(f"The {thing.label} is {'on' if thing.attrs.get('on') else 'off'}.")
+        if spec.sells:
+            parts.append(f"The {thing.label} sells {_price_list(view, spec.sells)}.")
         return " ".join(parts)
     if thing.kind == "resource":
         source = view.rules.resources[thing.type]
@@ -158,6 +160,12 @@ def _describe_thing(view: View, thing: Thing) -> str:
     if thing.quantity > 1:
         text += f" There are {attrs['quantity']} of them."
     return text
+
+
+def _price_list(view: View, types: tuple[str, ...]) -> str:
+    """``bread for 4 coins, ...``: today's prices (of the rules version in force)."""
+    version, objects = view.world.dynamics, view.rules.objects
+    return ", ".join(f"{name} for {version.price(objects[name]):g} coins" for name in types)
 
 
 # -- handlers: check, and apply when ``apply`` is true; return the feedback text ----------
@@ -328,11 +336,7 @@ def _gather(view: View, action: Action, apply: bool) -> str:
         resource.attrs["stock"] = round(resource.number("stock") - 1, 3)
         world.touch(resource)
         _wear(world, tool)
-        if stack is not None:
-            stack.attrs["quantity"] = stack.quantity + 1
-            world.touch(stack)
-        else:
-            world.create_thing(spec.yields, holder=view.avatar.id)
+        _receive(view, stack, spec.yields)
     return f"You gather a {spec.yields} from the {resource.label} with the {tool.label}."
 
 
@@ -343,6 +347,25 @@ def _stack_for(view: View, type_name: str) -> Thing | None:
         if thing.type == type_name and thing.quantity < limit:
             return thing
     return None
+
+
+def _receive(view: View, stack: Thing | None, type_name: str) -> None:
+    """One unit of ``type_name`` into the avatar's hands: onto ``stack`` or as a new thing."""
+    if stack is not None:
+        stack.attrs["quantity"] = stack.quantity + 1
+        view.world.touch(stack)
+    else:
+        view.world.create_thing(type_name, holder=view.avatar.id)
+
+
+def _consume(world: World, thing: Thing, units: int) -> None:
+    """Take ``units`` of a held stack away (eaten, crafted, traded); the last unit removes it."""
+    left = thing.quantity - units
+    if left:
+        thing.attrs["quantity"] = left
+        world.touch(thing)
+    else:
+        world.remove(thing)
 
 
 def _wear(world: World, tool: Thing) -> None:
@@ -382,12 +405,7 @@ def _craft(view: View, action: Action, apply: bool) -> str:
         raise Rejected("hands full")
     if apply:
         for thing, take in consumed:
-            left = thing.quantity - take
-            if left:
-                thing.attrs["quantity"] = left
-                world.touch(thing)
-            else:
-                world.remove(thing)
+            _consume(world, thing, take)
         if slots == 1:
             made = world.create_thing(recipe.output, holder=view.avatar.id)
             made.attrs["quantity"] = recipe.count
@@ -414,13 +432,35 @@ def _eat(view: View, action: Action, apply: bool) -> str:
     if "edible" not in view.rules.objects[thing.type].tags or dynamics.is_rotten(thing):
         raise Rejected(f"{thing.label} is not edible")
     if apply:
-        quantity = thing.quantity
-        if quantity > 1:
-            thing.attrs["quantity"] = quantity - 1
-            view.world.touch(thing)
-        else:
-            view.world.remove(thing)
+        _consume(view.world, thing, 1)
     return f"You eat the {thing.label}."
+
+
+def _trade(view: View, action: Action, apply: bool) -> str:
+    """Give the fewest units of a held stack whose worth covers one unit of a sold type, at
+    the prices of the rules version in force (a market shift changes them from its tick on).
+    A stall's stock never runs out; it does not take rotten food or broken tools."""
+    rules = view.rules
+    thing = view.find(action.obj, view.held)
+    stall = view.find(action.target, view.receptacles)
+    wanted = action.item or ""
+    if wanted not in rules.receptacles[stall.type].sells or wanted == thing.type:
+        raise Rejected(f"{stall.label} does not trade {thing.type} for {wanted!r}")
+    if dynamics.is_rotten(thing) or thing.attrs.get("broken"):
+        raise Rejected(f"{stall.label} does not take a rotten or broken {thing.label}")
+    version = view.world.dynamics
+    ask = round(100 * version.price(rules.objects[wanted]))  # cents
+    offer = round(100 * version.price(rules.objects[thing.type]))  # cents per unit
+    units = -(-ask // offer)  # the fewest units worth at least the ask
+    if units > thing.quantity:
+        raise Rejected(f"{thing.quantity} {thing.type} are worth less than one {wanted}")
+    stack = _stack_for(view, wanted)
+    if stack is None and view.free_slots + int(units == thing.quantity) < 1:
+        raise Rejected("hands full")
+    if apply:
+        _consume(view.world, thing, units)
+        _receive(view, stack, wanted)
+    return f"You trade {units} {thing.type} for 1 {wanted} at the {stall.label}."
 
 
 HANDLERS: dict[str, Handler] = {
@@ -441,6 +481,7 @@ HANDLERS: dict[str, Handler] = {
     "craft": _craft,
     "give": _give,
     "eat": _eat,
+    "trade": _trade,
 }
 
 
@@ -466,6 +507,9 @@ def candidates(view: View) -> Iterator[Action]:
         for other in view.others:
             yield Action("give", t.label, other.name.lower())
         yield Action("eat", t.label)
+        for r in view.receptacles:
+            for item in view.rules.receptacles[r.type].sells:
+                yield Action("trade", t.label, r.label, item)
     for r in view.receptacles:
         yield Action("use", r.label)
     for resource in view.resources:

@@ -25,7 +25,7 @@ T = TypeVar("T")
 SEASONS = ("spring", "summer", "autumn", "winter")
 STATIONS = ("clean", "heat", "cool", "light", "craft", "smelt")
 # Words that separate the parts of an action; no type name may contain them.
-RESERVED_WORDS = frozenset({"from", "in", "on", "with", "to"})
+RESERVED_WORDS = frozenset({"from", "in", "on", "with", "to", "for", "at"})
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ObjectType:
     durability: int | None = None  # uses before a tool breaks; None: never wears
     stack: int = 1  # most units of this type one inventory slot holds
     spoil_ticks: int | None = None  # ticks at room temperature from fresh to rotten
-    value: int = 1  # price at a market, in coins
+    value: int = 1  # genesis price at a market, in coins (RulesVersion.prices multiplies it)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class ReceptacleType:
     toggleable: bool = False
     station: str | None = None  # one of STATIONS
     capacity: int = 12
+    sells: tuple[str, ...] = ()  # object types a trade at it gives out (a market's stall)
 
 
 @dataclass(frozen=True)
@@ -136,16 +137,30 @@ class RulesVersion:
     regrow_rate: float = 1.0  # multiplies every resource's regrowth speed
     wear_per_use: int = 1  # durability a tool loses per gather
     discovered: tuple[str, ...] = ()  # outputs of locked recipes known from this version on
-    cause: str = "genesis"  # why it was published: "genesis", "drift" or "discovery"
+    # object type -> multiplier of its genesis price (ObjectType.value) at every market; absent: 1
+    prices: dict[str, float] = field(default_factory=dict)
+    cause: str = "genesis"  # why it was published: "genesis", "drift", "discovery" or "market"
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RulesVersion:
-        """The inverse of ``dataclasses.asdict`` (JSON turns the tuple into a list)."""
-        return cls(**{**row, "discovered": tuple(row.get("discovered", ()))})
+        """The inverse of ``dataclasses.asdict`` (JSON turns the tuple into a list; versions
+        stored before markets traded have no prices)."""
+        return cls(
+            **{
+                **row,
+                "discovered": tuple(row.get("discovered", ())),
+                "prices": dict(row.get("prices", {})),
+            }
+        )
 
     def knows(self, recipe: Recipe) -> bool:
         """Whether ``recipe`` can be crafted while this version is in force."""
         return not recipe.locked or recipe.output in self.discovered
+
+    def price(self, spec: ObjectType) -> float:
+        """What one unit of ``spec`` is worth at a market while this version is in force, in
+        coins to the cent (never below one cent)."""
+        return max(0.01, round(spec.value * self.prices.get(spec.name, 1.0), 2))
 
     def season(self, tick: int) -> str:
         return SEASONS[(tick // self.season_length) % 4]
@@ -293,7 +308,9 @@ def load_rules(data_dir: Path = DATA_DIR) -> Rules:
     by_output = {str(r.get("output")): r for r in recipe_list}
     objects = _entries(things.get("objects"), "object", _object)
     receptacles = _entries(
-        things.get("receptacles"), "receptacle", lambda n, s: ReceptacleType(name=n, **s)
+        things.get("receptacles"),
+        "receptacle",
+        lambda n, s: ReceptacleType(name=n, **{**s, "sells": tuple(s.get("sells", ()))}),
     )
     resources = _entries(things.get("resources"), "resource", _resource)
     recipes = _entries(by_output, "recipe for", _recipe)
@@ -323,6 +340,8 @@ def _check(rules: Rules) -> None:
     for r in rules.receptacles.values():
         if r.preposition not in ("in", "on") or (r.station and r.station not in STATIONS):
             raise RulesError(f"receptacle {r.name!r}: bad preposition or station")
+        if not set(r.sells) <= set(rules.objects):
+            raise RulesError(f"receptacle {r.name!r} sells unknown objects {list(r.sells)}")
     for res in rules.resources.values():
         if res.yields not in rules.objects:
             raise RulesError(f"resource {res.name!r} yields unknown object {res.yields!r}")
@@ -337,6 +356,12 @@ def _check(rules: Rules) -> None:
         raise RulesError(
             f"expected genesis discoveries among the locked recipes {sorted(locked)}, "
             f"got {list(rules.dynamics.discovered)}"
+        )
+    if not set(rules.dynamics.prices) <= set(rules.objects) or not all(
+        m > 0 for m in rules.dynamics.prices.values()
+    ):
+        raise RulesError(
+            f"expected genesis price multipliers > 0 of object types, got {rules.dynamics.prices}"
         )
     for place in rules.places.values():
         for spawn in place.objects:

@@ -26,7 +26,8 @@ def corpus(
     seed: int = 0, avatars: int = 4, steps: int = 300, rules: Rules | None = None
 ) -> Iterator[str]:
     """Texts of a short random play of a fresh world: observations, admissible actions and
-    task texts of every family, then every name in the rules."""
+    task texts of every family, then the texts of trading at a stall, then every name in the
+    rules."""
     rules = rules or default_rules()
     world = World(MemoryBackend(seed, rules), rules)
     ids = [f"avatar-{i}" for i in range(avatars)]
@@ -49,7 +50,30 @@ def corpus(
             yield "\n".join(result.admissible)
             if n % 100 == 0:
                 yield from _task_texts(world, avatar_id, n)
+    yield from market_texts(seed, rules)
     yield " ".join(rule_words(rules))
+
+
+def market_texts(seed: int = 0, rules: Rules | None = None) -> Iterator[str]:
+    """What an avatar reads and writes at a market stall (random play from the origin village
+    rarely gets there): in a scratch world, one of every stall type stands where the avatar
+    holds the types they sell; the texts are the observation, the trades it admits, examining
+    each stall and (each on its own copy of the world) making each admitted trade."""
+    rules = rules or default_rules()
+    backend = MemoryBackend(seed, rules)
+    world = World(backend, rules)
+    avatar = world.add_avatar("trader", "trader")
+    names = [r for r in sorted(rules.receptacles) if rules.receptacles[r].sells]
+    stalls = [world.create_thing(name, place=avatar.place) for name in names]
+    for name in sorted({t for s in names for t in rules.receptacles[s].sells}):
+        world.create_thing(name, holder=avatar.id)
+    world.commit()
+    seen = engine.observe(World(backend, rules), avatar.id)
+    trades = [a for a in seen.admissible if a.startswith("trade ")]
+    yield seen.text
+    yield "\n".join(trades)
+    for text in [f"examine {s.label}" for s in stalls] + trades:
+        yield engine.step(World(backend.clone(), rules), avatar.id, text).observation
 
 
 def _task_texts(world: World, avatar_id: str, n: int) -> Iterator[str]:

@@ -1,4 +1,5 @@
-"""World events: drift, discoveries, storms and floods, made through the world's own operations.
+"""World events: drift, discoveries, market shifts, storms and floods, made through the world's
+own operations.
 
 The forge decides whether and where an event happens (``forge.dynamics``); the functions here
 make it happen in the caller's transaction, write it to the event log and return the logged
@@ -7,9 +8,10 @@ re-applies a payload exactly, so replaying the log rebuilds the same state.
 
 Each event is lazy, like every other dynamic:
 
-- a drift or a discovery is a new :class:`RulesVersion` in force from the current tick; lazy
-  settling integrates over it when a thing is next loaded, and seasons keep their schedule
-  (a drift never changes ``day_length`` or ``season_length``);
+- a drift, a discovery or a market shift is a new :class:`RulesVersion` in force from the
+  current tick; lazy settling integrates over it when a thing is next loaded, a trade reads its
+  prices when it is checked, and seasons keep their schedule (a drift never changes
+  ``day_length`` or ``season_length``);
 - a flood is the place attribute ``flooded_until``, read whenever the place is loaded
   (``go to`` it is not admissible until the water recedes);
 - a storm loads the one region it hits, and nothing else.
@@ -17,6 +19,7 @@ Each event is lazy, like every other dynamic:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +32,8 @@ from world.rules import RulesVersion
 from world.state import World
 
 DRIFTABLE = ("spoil_rate", "regrow_rate", "wear_per_use")  # the parameters a drift may change
-KINDS = frozenset({"forge_drift", "recipe_discovered", "storm", "flood"})  # logged kinds
+# The logged kinds.
+KINDS = frozenset({"forge_drift", "recipe_discovered", "market_shift", "storm", "flood"})
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,41 @@ def discover(world: World, output: str) -> dict[str, Any]:
         "since_tick": new.since_tick,
     }
     world.emit("recipe_discovered", None, [], payload)
+    return payload
+
+
+def traded_types(world: World) -> list[str]:
+    """The object types some market stall sells (what a market shift reprices), sorted."""
+    return sorted({name for r in world.rules.receptacles.values() for name in r.sells})
+
+
+def shift_prices(world: World, multipliers: Mapping[str, float]) -> dict[str, Any]:
+    """Put new price multipliers of some object types in force at every market from now on
+    (the others keep theirs); the payload holds the old and new prices in coins."""
+    objects = world.rules.objects
+    if not multipliers or not all(
+        name in objects
+        and isinstance(m, int | float)
+        and not isinstance(m, bool)
+        and math.isfinite(m)
+        and m > 0
+        for name, m in multipliers.items()
+    ):
+        raise WorldEventError(
+            f"expected positive price multipliers of object types, got {dict(multipliers)}"
+        )
+    old = world.dynamics
+    prices = dict(sorted({**old.prices, **{k: float(v) for k, v in multipliers.items()}}.items()))
+    new = _publish(world, "market", prices=prices)
+    names = sorted(multipliers)
+    payload = {
+        "version": new.version,
+        "since_tick": new.since_tick,
+        "multipliers": {k: new.prices[k] for k in names},
+        "old": {k: old.price(objects[k]) for k in names},
+        "new": {k: new.price(objects[k]) for k in names},
+    }
+    world.emit("market_shift", None, [], payload)
     return payload
 
 
@@ -245,6 +284,8 @@ def apply_logged(world: World, kind: str, payload: Mapping[str, Any]) -> None:
         drift(world, payload["new"])
     elif kind == "recipe_discovered":
         discover(world, payload["recipe"])
+    elif kind == "market_shift":
+        shift_prices(world, payload["multipliers"])
     elif kind == "flood":
         flood(world, payload["place"], payload["until"])
     elif kind == "storm":

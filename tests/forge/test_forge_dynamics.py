@@ -18,6 +18,7 @@ from migrations import upgrade_to_head
 from tests.server.dbfixtures import fresh_database
 from world import engine
 from world.entities import region_of
+from world.rules import RulesVersion
 from world.state import MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.models import EventRow
@@ -32,9 +33,11 @@ EVERYTHING = DynamicsConfig(
     storm_probability=1.0,
     flood_probability=1.0,
     discovery_probability=1.0,
+    market_probability=1.0,
     event_radius=1,
 )
-KINDS = {"world.drift", "world.discovery", "world.storm", "world.flood"}
+KINDS = {"world.drift", "world.discovery", "world.market", "world.storm", "world.flood"}
+LOGGED = ("forge_drift", "recipe_discovered", "market_shift", "storm", "flood")
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -65,6 +68,10 @@ def test_config_round_trips_through_a_plain_dict() -> None:
         ({"rate_max": 0.9}, "rate_max"),
         ({"rate_min": 0}, "rate_min"),
         ({"wear_max": 0}, ">= 1"),
+        ({"market_probability": 1.5}, "probability"),
+        ({"market_scale": 2.0}, "slow drift"),
+        ({"price_min": 0}, "price_min"),
+        ({"price_max": 0.5}, "price_max"),
     ],
 )
 def test_bad_config_values_are_refused_with_a_clear_message(data: dict, message: str) -> None:
@@ -132,6 +139,14 @@ def test_each_change_does_what_its_evidence_says(backend: MemoryBackend) -> None
     assert drift["old"] != drift["new"] and drift["since_tick"] == backend.meta.tick
     assert 0.5 <= version.spoil_rate <= 2.0 and 0.5 <= version.regrow_rate <= 2.0
     assert changes["world.discovery"]["recipe"] in version.discovered
+    market = changes["world.market"]
+    assert len(market["multipliers"]) == 2 and market["since_tick"] == backend.meta.tick
+    rules = World(backend).rules
+    assert set(market["multipliers"]) <= set(rules.receptacles["stall"].sells)
+    for name, multiplier in market["multipliers"].items():
+        assert version.prices[name] == multiplier and 0.5 <= multiplier <= 2.0
+        assert market["new"][name] == version.price(rules.objects[name])
+        assert market["old"][name] == rules.objects[name].value != market["new"][name]
     flood = changes["world.flood"]
     assert backend.places[flood["place"]].attrs["flooded_until"] == flood["until"]
     assert flood["until"] == backend.meta.tick + EVERYTHING.flood_ticks
@@ -141,15 +156,16 @@ def test_each_change_does_what_its_evidence_says(backend: MemoryBackend) -> None
         assert region_of(move["to"]) == region_of(move["from"])
         assert f"{region_of(move['to'])[0]},{region_of(move['to'])[1]}" == storm["region"]
     kinds = [e.kind for e in backend.events]
-    assert {"forge_drift", "recipe_discovered", "storm", "flood"} <= set(kinds)
+    assert set(LOGGED) <= set(kinds)
 
 
 def test_nothing_happens_at_zero_probability_and_drift_waits_its_turn(
     backend: MemoryBackend,
 ) -> None:
     calm = DynamicsConfig(
-        drift_every=1000, storm_probability=0, flood_probability=0, discovery_probability=0
-    )
+        drift_every=1000, storm_probability=0, flood_probability=0, discovery_probability=0,
+        market_probability=0,
+    )  # fmt: skip
     before = World(backend).state_hash()
     assert _evolve(backend, calm, cycle=1) == []
     assert World(backend).state_hash() == before
@@ -160,21 +176,39 @@ def test_nothing_happens_at_zero_probability_and_drift_waits_its_turn(
     assert [c.kind for c in _evolve(backend, calm, cycle=4)] == ["world.drift"]
 
 
-def test_drift_stays_inside_its_bounds_over_many_drifts() -> None:
+def _versions_after(config: DynamicsConfig, cycles: int) -> list[RulesVersion]:
+    """The rules versions of a fresh world after ``cycles`` forge cycles, one tick apart."""
     backend = MemoryBackend(SEED)
+    for cycle in range(cycles):
+        backend.meta.tick += 1
+        _evolve(backend, config, cycle)
+    return backend.meta.versions
+
+
+def test_drift_stays_inside_its_bounds_over_many_drifts() -> None:
     wild = DynamicsConfig(
         drift_every=1, drift_scale=1.0, wear_step=1.0, wear_max=2, storm_probability=0,
-        flood_probability=0, discovery_probability=0,
+        flood_probability=0, discovery_probability=0, market_probability=0,
     )  # fmt: skip
-    for cycle in range(60):
-        backend.meta.tick += 1
-        _evolve(backend, wild, cycle)
-    versions = backend.meta.versions
+    versions = _versions_after(wild, 60)
     assert len(versions) == 61
     assert {v.spoil_rate == 1.0 for v in versions[1:]} != {True}
     assert all(0.5 <= v.spoil_rate <= 2.0 and 0.5 <= v.regrow_rate <= 2.0 for v in versions)
     assert {v.wear_per_use for v in versions} <= {1, 2}
     assert {v.season_length for v in versions} == {versions[0].season_length}
+
+
+def test_market_shifts_stay_inside_their_bounds_over_many_shifts() -> None:
+    wild = DynamicsConfig(
+        drift_every=0, market_probability=1.0, market_scale=1.0, price_min=0.8, price_max=1.5,
+        storm_probability=0, flood_probability=0, discovery_probability=0,
+    )  # fmt: skip
+    versions = _versions_after(wild, 40)
+    assert len(versions) == 41 and {v.cause for v in versions[1:]} == {"market"}
+    multipliers = [m for v in versions for m in v.prices.values()]
+    assert all(0.8 <= m <= 1.5 for m in multipliers)
+    assert {0.8, 1.5} <= set(multipliers)  # a wide step meets both bounds
+    assert set(versions[-1].prices) == {"bread", "cheese", "rope", "fishing rod"}
 
 
 # -- through the SQL store ---------------------------------------------------------------------
@@ -204,6 +238,27 @@ def _sql_transaction(url: str, act: Callable[[World], T]) -> T:
         eng.dispose()
 
 
+def _reopened_and_replayed(url: str, check: Callable[[World], None]) -> list[dict]:
+    """Run ``check`` on the world as a new engine (a restarted server) sees it, replay the
+    event log onto an empty world, check that it has the same state hash, and return the log."""
+    eng = make_engine(url)
+    try:
+        with session_factory(eng)() as session:
+            world = World(SqlBackend(session))
+            check(world)
+            live = world.state_hash()
+            table = EventRow.__table__
+            events = [
+                dict(r) for r in session.execute(select(table).order_by(table.c.id)).mappings()
+            ]
+    finally:
+        eng.dispose()
+    rebuilt = MemoryBackend(SEED)
+    replay(events, rebuilt)
+    assert World(rebuilt).state_hash() == live
+    return events
+
+
 def test_changes_are_logged_survive_reopening_and_replay_to_the_same_hash(
     database_url: str,
 ) -> None:
@@ -216,31 +271,76 @@ def test_changes_are_logged_survive_reopening_and_replay_to_the_same_hash(
     for text in ("look", "go to field 1", "go to field 2", "wait"):
         _sql_transaction(database_url, lambda w, t=text: engine.step(w, "a", t))
 
-    eng = make_engine(database_url)  # a new engine: what a restarted server would see
-    try:
-        with session_factory(eng)() as session:
-            world = World(SqlBackend(session))
-            version = world.dynamics
-            assert version.discovered == (evidence["world.discovery"]["recipe"],)
-            assert version.spoil_rate == evidence["world.drift"]["new"]["spoil_rate"]
-            flooded = world.place(evidence["world.flood"]["place"])
-            assert flooded.attrs["flooded_until"] == evidence["world.flood"]["until"]
-            for move in evidence["world.storm"]["moves"]:
-                assert world.thing(move["thing"]).container == move["into"]
-            live = world.state_hash()
-            events = [
-                dict(r)
-                for r in session.execute(
-                    select(EventRow.__table__).order_by(EventRow.id)
-                ).mappings()
-            ]
-    finally:
-        eng.dispose()
+    def check(world: World) -> None:
+        version = world.dynamics
+        assert version.discovered == (evidence["world.discovery"]["recipe"],)
+        assert version.spoil_rate == evidence["world.drift"]["new"]["spoil_rate"]
+        assert version.prices == evidence["world.market"]["multipliers"]
+        flooded = world.place(evidence["world.flood"]["place"])
+        assert flooded.attrs["flooded_until"] == evidence["world.flood"]["until"]
+        for move in evidence["world.storm"]["moves"]:
+            assert world.thing(move["thing"]).container == move["into"]
+
+    events = _reopened_and_replayed(database_url, check)
     kinds = [e["kind"] for e in events]
-    for kind in ("forge_drift", "recipe_discovered", "storm", "flood"):
+    for kind in LOGGED:
         assert kinds.count(kind) == 1
     forge_txn = {e["txn"] for e in events if e["kind"] == "storm"}
     assert {e["txn"] for e in events if e["kind"] == "flood"} == forge_txn  # one transaction
-    rebuilt = MemoryBackend(SEED)
-    replay(events, rebuilt)
-    assert World(rebuilt).state_hash() == live
+
+
+MARKET_STALL = "1,1:2"  # seed 7: region (1, 1) is a market; this place holds stall 1, cheese 2
+MARKET_ONLY = DynamicsConfig(
+    drift_every=0, market_probability=1.0, market_scale=1.0, storm_probability=0,
+    flood_probability=0, discovery_probability=0,
+)  # fmt: skip
+
+
+def _trades(world: World) -> set[str]:
+    return {a for a in engine.observe(world, "t").admissible if a.startswith("trade ")}
+
+
+def _affordable(world: World) -> set[str]:
+    """The trades the prices in force allow, computed from the rules, not by the engine."""
+    rules, version = world.rules, world.dynamics
+    return {
+        f"trade {thing.label} for {item} at stall 1"
+        for thing in world.inventory("t")
+        for item in rules.receptacles["stall"].sells
+        if item != thing.type
+        and thing.quantity * version.price(rules.objects[thing.type])
+        >= version.price(rules.objects[item])
+    }
+
+
+def test_a_market_shift_changes_trades_from_its_tick_and_replays_through_the_store(
+    database_url: str,
+) -> None:
+    _sql_transaction(database_url, lambda w: w.add_avatar("t", "Trader", MARKET_STALL))
+    _sql_transaction(database_url, lambda w: engine.step(w, "t", "take cheese 2 from stall 1"))
+    before = _sql_transaction(database_url, _trades)
+    assert before == _sql_transaction(database_url, _affordable)
+    assert before == {
+        f"trade cheese 2 for {x} at stall 1" for x in ("bread", "rope", "fishing rod")
+    }
+    shifts = []
+    for cycle in range(1, 9):  # shifts until one changes what cheese 2 buys
+        shifts.append(_sql_transaction(database_url, lambda w, c=cycle: evolve(w, MARKET_ONLY, c)))
+        after = _sql_transaction(database_url, _trades)
+        assert after == _sql_transaction(database_url, _affordable)
+        if after != before:
+            break
+    assert after != before, "eight shifts never changed a trade"
+    assert all([c.kind for c in s] == ["world.market"] for s in shifts)
+    trade = sorted(after)[0]
+    reply = _sql_transaction(database_url, lambda w: engine.step(w, "t", trade))
+    assert reply.accepted and reply.observation.startswith("You trade 1 cheese for 1 ")
+
+    shifted = {k: v for s in shifts for k, v in s[0].evidence["multipliers"].items()}
+
+    def check(world: World) -> None:
+        assert world.dynamics.prices == shifted  # the later shift of a type wins
+        assert _trades(world) == _affordable(world)
+
+    events = _reopened_and_replayed(database_url, check)
+    assert [e["kind"] for e in events].count("market_shift") == len(shifts)

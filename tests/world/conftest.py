@@ -20,6 +20,7 @@ from world.rules import Rules, default_rules
 from world.state import ORIGIN, MemoryBackend, World
 
 KITCHEN = "0,0:2"  # region (0, 0) is always a village: square 1 - living room 1 - kitchen 1 ...
+MARKET_STALL = "1,1:2"  # seed 7: region (1, 1) is a market; this place holds its stall 1
 
 
 class Sim:
@@ -98,6 +99,10 @@ class Sim:
         with self.tx() as world:
             return world.thing(thing_id)
 
+    def trades(self, avatar_id: str) -> set[str]:
+        """The admissible ``trade`` actions of the avatar."""
+        return {a for a in self.observe(avatar_id).admissible if a.startswith("trade ")}
+
     def labels_at(self, place: str) -> set[str]:
         with self.tx() as world:
             return {t.label for t in world.things_at(place)}
@@ -126,6 +131,14 @@ def sim() -> Sim:
     s.join("a", "Alice")
     s.teleport("a", KITCHEN)
     return s
+
+
+@pytest.fixture
+def stall_sim(sim: Sim) -> Sim:
+    """The ``sim`` world with Alice standing at a market stall (``stall 1``, which sells
+    bread, cheese, rope and fishing rods) instead of the kitchen."""
+    sim.teleport("a", MARKET_STALL)
+    return sim
 
 
 @pytest.fixture

@@ -79,6 +79,11 @@ PARSES = [
     ("gather berry bush 1 with basket 2", Action("gather", "berry bush 1", "basket 2")),
     ("craft iron ingot", Action("craft", "iron ingot")),
     ("give mug 1 to bob", Action("give", "mug 1", "bob")),
+    (
+        "trade book 1 for fishing rod at stall 2",
+        Action("trade", "book 1", "stall 2", "fishing rod"),
+    ),
+    ("trade fork 1 for bread at stall 1", Action("trade", "fork 1", "stall 1", "bread")),
     ("eat apple 1", Action("eat", "apple 1")),
 ]
 
@@ -104,7 +109,8 @@ def test_canonical_text_parses_back(action: Action) -> None:
 @pytest.mark.parametrize(
     "text",
     ["dance", "go kitchen 1", "take mug 1", "put mug 1", "clean mug 1", "give mug 1",
-     "go to", "look around", "craft", "eat", "gather tree 1", "heat apple 1 in stove 1"],
+     "go to", "look around", "craft", "eat", "gather tree 1", "heat apple 1 in stove 1",
+     "trade book 1 for bread", "trade book 1 at stall 1", "trade for bread at stall 1"],
 )  # fmt: skip
 def test_outside_the_grammar_parses_to_none(text: str) -> None:
     assert actions.parse(actions.validate(text)) is None

@@ -489,3 +489,97 @@ def test_names_in_admissible_actions_appear_word_for_word(make_sim, seed: int) -
                     assert name in text.lower(), line  # avatar names are shown capitalised
                 else:
                     assert re.search(rf"\b{re.escape(name)}\b", text), (line, name)
+
+
+# -- trade ------------------------------------------------------------------------------------
+SOLD = ("bread", "cheese", "rope", "fishing rod")  # what a stall sells (things.yaml)
+
+
+def test_a_stall_sells_its_types_at_their_values(stall_sim, rules) -> None:
+    assert rules.receptacles["stall"].sells == SOLD
+    sim = stall_sim
+    text = accepted(sim, "a", "examine stall 1")
+    assert "The stall 1 sells bread for 4 coins, cheese for 6 coins, rope for 3 coins, " in text
+    assert "fishing rod for 6 coins." in text
+
+
+def test_trades_are_admissible_exactly_when_what_is_given_covers_what_is_got(
+    stall_sim, rules
+) -> None:
+    sim = stall_sim
+    held = [
+        sim.spawn("book", holder="a"),  # worth 5: bread and rope, not cheese or a rod
+        sim.spawn("coin", holder="a", quantity=4),  # 4 coins: bread and rope
+        sim.spawn("watch", holder="a"),  # worth 15: anything
+        sim.spawn("rope", holder="a"),  # worth 3: nothing (bread is 4)
+        sim.spawn("cheese", holder="a"),  # worth 6: bread, rope, a rod; not more cheese
+        sim.spawn("berry", holder="a", quantity=2),  # worth 2: nothing
+    ]
+    expected = {
+        f"trade {thing.label} for {item} at stall 1"
+        for thing in held
+        for item in SOLD
+        if item != thing.type
+        and thing.quantity * rules.objects[thing.type].value >= rules.objects[item].value
+    }
+    assert sim.trades("a") == expected
+    assert len(expected) == 2 + 2 + 4 + 0 + 3 + 0
+    sim.teleport("a", KITCHEN)  # no stall: no trades
+    assert sim.trades("a") == set()
+
+
+def test_a_trade_gives_the_fewest_units_that_cover_the_price(stall_sim, rules) -> None:
+    sim = stall_sim
+    coins = sim.spawn("coin", holder="a", quantity=9)
+    observation = accepted(sim, "a", f"trade {coins.label} for cheese at stall 1")
+    assert observation == "You trade 6 coin for 1 cheese at the stall 1."
+    held = {t.type: t for t in sim.held("a")}
+    assert held["coin"].quantity == 3 and held["cheese"].quantity == 1
+    assert held["cheese"].number("fresh") > 99  # a fresh one, made at the trade
+    # What was given is worth at least what was got: 6 coins at 1 for one cheese at 6.
+    book = sim.spawn("book", holder="a")
+    accepted(sim, "a", f"trade {book.label} for rope at stall 1")  # 5 for 3: a loss, allowed
+    assert book.id not in sim.backend.things
+    rope = next(t for t in sim.held("a") if t.type == "rope")
+    accepted(sim, "a", f"trade {held['coin'].label} for rope at stall 1")  # the last 3 coins
+    assert sim.thing(rope.id).quantity == 2 and held["coin"].id not in sim.backend.things
+    assert sorted(t.type for t in sim.held("a")) == ["cheese", "rope"]
+
+
+def test_bad_trades_are_nothing_happens(stall_sim) -> None:
+    sim = stall_sim
+    coin = sim.spawn("coin", holder="a")
+    book = sim.spawn("book", holder="a")
+    bread = sim.spawn("bread", holder="a")
+    rotten = sim.spawn("cheese", holder="a", fresh=0.0)
+    axe = sim.spawn("axe", holder="a", durability=0, broken=True)
+    loose = sim.spawn("watch", into="stall 1", place=sim.backend.avatars["a"].place)
+    for text in (
+        f"trade {coin.label} for bread at stall 1",  # 1 coin is worth less than bread
+        f"trade {book.label} for cheese at stall 1",  # 5 for 6
+        f"trade {book.label} for apple at stall 1",  # the stall does not sell apples
+        f"trade {bread.label} for bread at stall 1",  # the same type
+        f"trade {rotten.label} for rope at stall 1",  # rotten food is not taken
+        f"trade {axe.label} for rope at stall 1",  # nor a broken tool
+        f"trade {loose.label} for rope at stall 1",  # not held
+        f"trade {book.label} for rope at ice box 1",  # no stall of that name here
+        f"trade {book.label} for rope at stall 2",
+    ):
+        rejected(sim, "a", text)
+    sim.teleport("a", KITCHEN)
+    rejected(sim, "a", f"trade {book.label} for rope at stall 1")  # no stall in the kitchen
+
+
+def test_a_trade_needs_a_free_slot_unless_it_stacks_or_empties_one(stall_sim) -> None:
+    sim = stall_sim
+    coins = sim.spawn("coin", holder="a", quantity=10)
+    rope = sim.spawn("rope", holder="a")
+    watch = sim.spawn("watch", holder="a")
+    for _ in range(3):
+        sim.spawn("candle", holder="a")
+    rejected(sim, "a", f"trade {coins.label} for bread at stall 1")  # six slots stay full
+    accepted(sim, "a", f"trade {coins.label} for rope at stall 1")  # onto the rope stack
+    assert sim.thing(rope.id).quantity == 2 and sim.thing(coins.id).quantity == 7
+    accepted(sim, "a", f"trade {watch.label} for bread at stall 1")  # the watch's slot frees
+    assert sorted(t.type for t in sim.held("a")) == ["bread", "candle", "candle", "candle",
+                                                     "coin", "rope"]  # fmt: skip

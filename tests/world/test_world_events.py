@@ -1,4 +1,4 @@
-"""World events (drift, discovery, storm, flood) act through the engine's own rules, stay lazy,
+"""World events (drift, discovery, market shift, storm, flood) act through the engine's own rules, stay lazy,
 and replay from the event log to the same state."""
 
 from __future__ import annotations
@@ -154,6 +154,58 @@ def test_drift_of_anything_but_rates_and_wear_is_refused(sim) -> None:
         assert len(world.meta.versions) == 1
 
 
+# -- market shift ------------------------------------------------------------------------------
+def test_a_market_shift_changes_which_trades_are_admissible_from_its_tick_on(stall_sim) -> None:
+    sim = stall_sim
+    book = sim.spawn("book", holder="a")  # worth 5: bread (4) and rope (3), not cheese (6)
+    cheap, dear = (f"trade {book.label} for {item} at stall 1" for item in ("cheese", "bread"))
+    assert dear in sim.trades("a") and cheap not in sim.trades("a")
+    assert not sim.step("a", cheap).accepted
+    with sim.tx() as world:
+        shift = world.tick
+        payload = world_events.shift_prices(world, {"cheese": 0.8, "bread": 1.5})
+    assert payload["multipliers"] == {"bread": 1.5, "cheese": 0.8}
+    assert payload["old"] == {"bread": 4.0, "cheese": 6.0}
+    assert payload["new"] == {"bread": 6.0, "cheese": 4.8}
+    assert payload["since_tick"] == shift and sim.backend.events[-1].kind == "market_shift"
+    meta = sim.backend.meta
+    assert meta.version_at(shift - 1).prices == {} and meta.versions[-1].cause == "market"
+    assert meta.version_at(shift).prices == {"bread": 1.5, "cheese": 0.8}
+    assert cheap in sim.trades("a") and dear not in sim.trades("a")
+    assert "cheese for 4.8 coins" in sim.step("a", "examine stall 1").observation
+    assert sim.step("a", cheap).observation == "You trade 1 book for 1 cheese at the stall 1."
+    with sim.tx() as world:  # a later shift keeps the multipliers it does not name
+        world_events.shift_prices(world, {"cheese": 1.0})
+    assert sim.backend.meta.versions[-1].prices == {"bread": 1.5, "cheese": 1.0}
+
+
+def test_a_market_shift_keeps_the_other_dynamics(sim) -> None:
+    with sim.tx() as world:
+        world_events.drift(world, {"spoil_rate": 1.5})
+        world_events.discover(world, "vase")
+        world_events.shift_prices(world, {"rope": 2})
+    version = sim.backend.meta.versions[-1]
+    assert (version.spoil_rate, version.discovered, version.prices) == (
+        1.5,
+        ("vase",),
+        {"rope": 2.0},
+    )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"unicorn": 1.0}, {"bread": 0}, {"bread": -1.0}, {"bread": float("nan")},
+     {"bread": True}, {"bread": "2"}, {"stall": 1.5}],
+    ids=repr,
+)  # fmt: skip
+def test_bad_market_shifts_are_refused_and_change_nothing(sim, values: dict) -> None:
+    with sim.tx() as world:
+        with pytest.raises(WorldEventError, match="price multipliers"):
+            world_events.shift_prices(world, values)
+        assert len(world.meta.versions) == 1
+    assert all(e.kind != "market_shift" for e in sim.backend.events)
+
+
 # -- storm -------------------------------------------------------------------------------------
 def _storm(world: World, rx: int, ry: int, size: int = 4) -> dict[str, Any]:
     moves = world_events.storm_moves(world, rx, ry, size, np.random.default_rng(3))
@@ -243,6 +295,7 @@ def test_replaying_world_events_from_the_log_gives_the_same_state(sim) -> None:
     world = World(backend)
     world_events.drift(world, {"spoil_rate": 1.5, "wear_per_use": 2})
     world_events.discover(world, "kettle")
+    world_events.shift_prices(world, {"rope": 0.75, "bread": 1.2})
     world_events.flood(world, FIELD, world.tick + 30)
     _storm(world, 1, 0)
     commit(world)
@@ -254,3 +307,5 @@ def test_replaying_world_events_from_the_log_gives_the_same_state(sim) -> None:
     assert replay(log, rebuilt) == 8
     assert World(rebuilt).state_hash() == World(backend).state_hash()
     assert [e.kind for e in rebuilt.events] == [e["kind"] for e in log]
+    assert rebuilt.meta.versions == backend.meta.versions
+    assert rebuilt.meta.versions[-1].prices == {"bread": 1.2, "rope": 0.75}
