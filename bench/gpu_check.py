@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 # vLLM's engine in this process, so that reload can hand it a function and tensors directly.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -39,34 +40,55 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 from agents_bench import _serve  # noqa: E402
 
-from agents.backends import VllmModel  # noqa: E402
+from agents.backends import LanguageModel, VllmModel  # noqa: E402
 from agents.client import BigWorldClient  # noqa: E402
 from agents.models.tiny import MANIFEST, ModelSpec, init_model  # noqa: E402
 from agents.policy_agent import ModelPolicy, PolicyRunner, RunnerConfig  # noqa: E402
 
 
 class SharedEngine:
-    """One vLLM engine shared by several agents (engine calls are serialised)."""
+    """One engine (vLLM's, or any LanguageModel) shared by several agents: calls are
+    serialised, and timed; with a ``tokenizer`` the tokens each call processed are counted
+    (prompt and candidates for ``score``, prompt and answer for ``generate``)."""
 
-    def __init__(self, engine: VllmModel) -> None:
-        self.engine, self.lock = engine, threading.Lock()
+    def __init__(self, engine: LanguageModel, tokenizer: Any = None) -> None:
+        self.engine, self.lock, self.tokenizer = engine, threading.Lock(), tokenizer
+        self.seconds, self.tokens, self.calls = 0.0, 0, 0
+        self.reload_s: list[float] = []  # one entry per version swapped in
 
     @property
     def version(self) -> str:
         return self.engine.version
 
+    def _count(self, *texts: str) -> int:
+        if self.tokenizer is None:
+            return 0
+        return sum(len(self.tokenizer(t).input_ids) for t in texts)
+
     def score(self, prompt: str, completions: list[str]) -> list[float]:
         with self.lock:
-            return self.engine.score(prompt, completions)
+            started = time.perf_counter()
+            out = self.engine.score(prompt, completions)
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+        self.tokens += self._count(prompt, *completions)
+        return out
 
     def generate(self, prompts: list[str], sampling: object) -> list[str]:
         with self.lock:
-            return self.engine.generate(prompts, sampling)  # type: ignore[arg-type]
+            started = time.perf_counter()
+            out = self.engine.generate(prompts, sampling)  # type: ignore[arg-type]
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+        self.tokens += self._count(*prompts, *out)
+        return out
 
     def reload(self, path: Path, version: str) -> None:
         with self.lock:
             if version != self.engine.version:
+                started = time.perf_counter()
                 self.engine.reload(path, version)
+                self.reload_s.append(time.perf_counter() - started)
 
 
 def _play(url: str, tokens: list[str], model: SharedEngine, steps: int) -> tuple[float, set[str]]:

@@ -48,7 +48,8 @@ class Choice:
 @dataclass
 class UpdateStats:
     samples: int = 0
-    tokens: int = 0
+    tokens: int = 0  # completion tokens trained on
+    seen_tokens: int = 0  # prompt and completion tokens through the model, all passes
     loss: float = 0.0
     policy: float = 0.0
     kl: float = 0.0
@@ -179,6 +180,7 @@ class Learner:
                         value = value.detach() if isinstance(value, Tensor) else value
                         totals[k] += float(value) * len(chunks[c])
                     stats.tokens += tokens
+                    stats.seen_tokens += int(parts.get("seen", 0))
                     passes += len(chunks[c])
                 norm = torch.nn.utils.clip_grad_norm_(
                     [p for p in self.model.parameters() if p.requires_grad], cfg.grad_clip
@@ -218,6 +220,7 @@ class Learner:
                 "policy": parts.policy,
                 "kl": parts.kl,
                 "clip_fraction": parts.clip_fraction,
+                "seen": int(batch.attention.sum()),
             }, int(batch.targets_mask.sum())
 
         stats = self._optimise(chunks, step_loss)
@@ -243,6 +246,7 @@ class Learner:
                 "policy": float(loss.detach()),
                 "kl": 0.0,
                 "clip_fraction": 0.0,
+                "seen": int(batch.attention.sum()),
             }
             return figures, int(batch.targets_mask.sum())
 
