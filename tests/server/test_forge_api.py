@@ -18,7 +18,12 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 QUIET = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}  # cycles only when a test asks for one
 NO_WORLD_EVENTS = {
-    "dynamics": {"storm_probability": 0.0, "flood_probability": 0.0, "discovery_probability": 0.0}
+    "dynamics": {
+        "storm_probability": 0.0,
+        "flood_probability": 0.0,
+        "discovery_probability": 0.0,
+        "market_probability": 0.0,
+    }
 }
 
 
