@@ -81,8 +81,8 @@ def test_random_play_keeps_invariants(seed: int, script: list) -> None:
         gone = before - set(backend.things)
         assert gone == changes.removed, text
         if gone:
-            assert result.accepted and verb_of(text) in ("eat", "craft"), (text, gone)
-            assert result.observation.startswith(("You eat the ", "You craft "))
+            assert result.accepted and verb_of(text) in ("eat", "craft", "trade"), (text, gone)
+            assert result.observation.startswith(("You eat the ", "You craft ", "You trade "))
             assert backend.events[-1].kind == "state"
             assert backend.events[-1].payload["removed"] == sorted(gone)
         born = set(backend.things) - before
@@ -90,7 +90,7 @@ def test_random_play_keeps_invariants(seed: int, script: list) -> None:
         generated = {r.key for r in changes.regions}
         made = {i for i in born if not _in_regions(backend.things[i].place, generated)}
         if made:
-            assert result.accepted and verb_of(text) in ("gather", "craft"), (text, made)
+            assert result.accepted and verb_of(text) in ("gather", "craft", "trade"), (text, made)
             assert all(backend.things[i].holder == avatar_id for i in made)
 
 
@@ -122,6 +122,19 @@ def test_eating_and_crafting_account_for_every_unit(seed: int, script: list) -> 
         world.commit()
         units_after = _units(backend, newest)  # things of regions generated now do not count
         if verb_of(text) in ("eat", "craft", "gather") and result.accepted:
+            continue
+        if verb_of(text) == "trade" and result.accepted:
+            # "You trade N TYPE for 1 ITEM at ...": N units of TYPE go, one ITEM comes (onto an
+            # old stack, which counts here, or as a new thing, which does not).
+            _, given, rest = result.observation.split(" ", 2)
+            gave, got = rest.split(" for 1 ", 1)
+            wanted = got.split(" at the ", 1)[0]
+            units_before[gave] -= int(given)
+            units_after.pop(wanted, None)
+            units_before.pop(wanted, None)
+            assert {k: v for k, v in units_after.items() if v} == {
+                k: v for k, v in units_before.items() if v
+            }, text
             continue
         assert units_after == units_before, text
 
