@@ -126,7 +126,7 @@ def test_eating_and_crafting_account_for_every_unit(seed: int, script: list) -> 
         if verb_of(text) == "trade" and result.accepted:
             # "You trade N TYPE for 1 ITEM at ...": N units of TYPE go, one ITEM comes (onto an
             # old stack, which counts here, or as a new thing, which does not).
-            _, given, rest = result.observation.split(" ", 2)
+            given, rest = result.observation.split(" ", 3)[2:]
             gave, got = rest.split(" for 1 ", 1)
             wanted = got.split(" at the ", 1)[0]
             units_before[gave] -= int(given)
