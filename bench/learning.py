@@ -1,28 +1,35 @@
 """Does a tiny policy get better in this world, on a laptop-class CPU? (issue 5; not a test)
 
-Four arms, each on a fresh server over the same world seed, each given the same wall time:
+Five arms, each on its own server started from one prepared world (same seed, same task
+pool), each given the same wall time:
 
 - ``frozen``: the starting policy plays, nothing learns;
 - ``outcome_only``: the trainer learns from outcomes alone;
 - ``integrated``: outcomes + the reward model's step votes, reward model frozen;
-- ``integrated_rm``: the same, and the reward model learns from consistency rewards.
+- ``integrated_rm``: the same, and the reward model learns from consistency rewards;
+- ``integrated_rm_forge``: the same with the forge on (task adaptation and world dynamics);
+  in the other arms the forge is off, but episode begins still re-draw the pool's tasks.
 
 All arms start from the same models, warm-started once before the clock runs (not counted):
-an oracle-playing agent and a random agent play on a preparation server, a heuristic judge
-(the oracle's plan distance, with some votes flipped) judges their steps, and the tiny policy
-is cloned from the oracle's choices, the tiny reward model from the judge's answers.
+oracle-playing agents (one per family) and a random agent play on a preparation server, a
+heuristic judge (the oracle's plan distance, with some votes flipped) judges their steps, the
+tiny policy is cloned from the oracle's choices (rank loss; per-step accuracy measured on the
+held-out tenth of the oracle's episodes), the tiny reward model from the judge's answers.
+Each arm's policy agents are the preparation's players (same avatars, same pool tasks).
 
 Reports success rate over wall time per arm, per task family in the first and second half of
 each arm's episodes, and the trainer's figures; writes ``learning.json`` and ``learning.png``::
 
-    .venv/bin/python bench/learning.py --minutes 5          # about 25 minutes in all
-    .venv/bin/python bench/learning.py --minutes 1 --arms frozen integrated_rm   # smoke
+    .venv/bin/python bench/learning.py --minutes 5          # about 30 minutes in all
+    .venv/bin/python bench/learning.py --minutes 1 --arms frozen outcome_only   # smoke
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import shutil
 import struct
 import sys
 import tempfile
@@ -50,25 +57,32 @@ from agents.policy_agent import (  # noqa: E402
     RandomPolicy,
     RunnerConfig,
 )
-from agents.prompts import rank_completion  # noqa: E402
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
 from agents.train.config import TrainConfig  # noqa: E402
 from agents.train.data import episode_from_detail  # noqa: E402
-from agents.train.learner import Choice, Learner, Sample, rank_cross_entropy  # noqa: E402
+from agents.train.learner import (  # noqa: E402
+    Choice,
+    Learner,
+    Sample,
+    rank_accuracy,
+    rank_cross_entropy,
+)
 from agents.train.trainer import Trainer  # noqa: E402
 
-ARMS = {  # arm → trainer mode (None: no trainer)
-    "frozen": None,
-    "outcome_only": "outcome_only",
-    "integrated": "integrated_frozen_rm",
-    "integrated_rm": "integrated_rm",
+ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
+    "frozen": (None, False),
+    "outcome_only": ("outcome_only", False),
+    "integrated": ("integrated_frozen_rm", False),
+    "integrated_rm": ("integrated_rm", False),
+    "integrated_rm_forge": ("integrated_rm", True),
 }
 COLOURS = {
     "frozen": (120, 120, 120),
     "outcome_only": (31, 119, 180),
     "integrated": (255, 127, 14),
     "integrated_rm": (44, 160, 44),
+    "integrated_rm_forge": (214, 39, 40),
 }
 
 
@@ -100,6 +114,7 @@ class TimedRunner(PolicyRunner):
                 t=time.monotonic() - self.started,
                 success=bool(record["success"]),
                 family=detail["family"],
+                task=detail["task"]["id"],
                 steps=record["steps"],
                 version=version,
             )
@@ -122,82 +137,128 @@ def start_thread(target: Any) -> threading.Thread:
     return thread
 
 
-# --- the shared warm start -------------------------------------------------------------------
+# --- the shared start: one prepared world, one pair of cloned models ------------------------
 
 
-def prepare(args: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """Starting models cloned from oracle play (policy) and heuristic judgments (reward)."""
+@dataclass(frozen=True)
+class Start:
+    """What every arm starts from: a copy of ``world`` (data folder, task pool included),
+    the players' credentials in it, and the cloned models."""
+
+    world: Path
+    players: dict[str, str]  # family → the token of the policy agent that played it
+    policy: Path
+    reward: Path
+    figures: dict[str, Any]
+
+
+def prepare(args: argparse.Namespace, work: Path) -> Start:
+    """An oracle-playing agent per family and a random agent play on a preparation server
+    (forge off: its pool re-draws tasks, nothing adapts); a heuristic judge (the oracle's plan
+    distance, some votes flipped) judges their steps. The tiny policy is cloned from the
+    oracle's choices (rank loss), the tiny reward model from the judge's answers. The world
+    as it then stands is the start of every arm, so the arms' players meet the pool's tasks."""
     started = time.monotonic()
-    server = serve(work / "prep", args, BIGWORLD_RECORD_DISTANCE="true")
+    world = work / "world"
+    server = serve(world, args, BIGWORLD_RECORD_DISTANCE="true", BIGWORLD_FORGE_ENABLED="false")
+    players = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
-        trainer_token = admin.create_agent("prep-trainer", "trainer").token
-        players = [
-            ("expert", ExpertPolicy(BigWorldClient(server.url, trainer_token))),
-            ("random", RandomPolicy(args.seed)),
-        ]
-        for name, policy in players:
-            token = admin.create_agent(f"prep-{name}", "policy").token
-            runner = PolicyRunner(
-                BigWorldClient(server.url, token), policy, RunnerConfig(max_episodes=args.demos)
-            )
-            runner.run()
-        judge_token = admin.create_agent("prep-judge", "reward").token
+        expert = ExpertPolicy(
+            BigWorldClient(server.url, admin.create_agent("prep-t", "trainer").token)
+        )
+        for family in args.families:
+            players[family] = admin.create_agent(f"player-{family}", "policy").token
+            _play(server.url, players[family], expert, family, args.demos)
+            # the judge's bad examples, from an avatar of its own: a random walk can leave a
+            # neighbourhood where no task of the family can be made any more
+            other = admin.create_agent(f"random-{family}", "policy").token
+            _play(server.url, other, RandomPolicy(args.seed), family, args.demos // 4)
         judges = RewardRunner(
-            BigWorldClient(server.url, judge_token),
+            BigWorldClient(server.url, admin.create_agent("prep-judge", "reward").token),
             HeuristicJudge(noise=args.judge_noise, seed=args.seed),
             RewardConfig(votes=1),
         )
         while judges.run_once():
             pass
-        demos, choices, verdicts = [], [], []
+        choices: dict[int, list[Choice]] = defaultdict(list)  # episode → its oracle choices
+        verdicts, tasks = [], defaultdict(set)
         for row in admin.episodes():
-            detail = admin.episode(row["id"])
-            episode = episode_from_detail(detail, votes=1, use_votes=True)
+            episode = episode_from_detail(admin.episode(row["id"]), votes=1, use_votes=True)
             if episode is None:
                 continue
-            # the actions a step chose among: step 0's list, then each step's answer's list
-            lists = [detail["admissible_actions"]] + [
-                s["admissible_actions"] for s in detail["steps"]
-            ]
-            for step, admissible in zip(episode.steps, lists, strict=False):
-                if step.policy_version == "expert" and episode.rollout.success:
-                    demos.append(Sample(step.prompt, step.completion))
-                    if step.action in admissible:
-                        candidates = tuple(
-                            rank_completion(k + 1, a) for k, a in enumerate(admissible)
-                        )
-                        choices.append(
-                            Choice(step.prompt, candidates, admissible.index(step.action))
-                        )
-                for vote in step.votes:
-                    if vote.score != 0:
-                        verdicts.append(Sample(step.reward_prompt, _short(vote)))
+            tasks[episode.rollout.family].add(episode.rollout.task_id)
+            for step in episode.steps:
+                if step.policy_version == "expert" and episode.rollout.success and step.choice:
+                    choices[episode.rollout.episode_id].append(step.choice)
+                verdicts += [Sample(step.reward_prompt, _short(v)) for v in step.votes if v.score]
     finally:
         server.stop()
-    spec = ModelSpec(hidden_size=args.hidden_size, num_hidden_layers=args.layers, seed=args.seed)
+    episodes = sorted(choices)  # every tenth of the oracle's episodes is held out
+    train = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 != 9]
+    held_out = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 == 9]
+    random.Random(args.seed).shuffle(train)
+    spec = ModelSpec(
+        hidden_size=args.hidden_size,
+        intermediate_size=3 * args.hidden_size,
+        num_hidden_layers=args.layers,
+        seed=args.seed,
+    )
     config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
+    figures: dict[str, Any] = {
+        "families": args.families,
+        "pool_tasks": {f: len(t) for f, t in sorted(tasks.items())},
+        "demonstrated_steps": len(train),
+        "heldout_steps": len(held_out),
+        "verdicts": len(verdicts),
+    }
     out = {}
-    figures: dict[str, Any] = {"demonstrations": len(demos), "verdicts": len(verdicts)}
-    for kind, samples in (("policy", demos), ("reward", verdicts)):
+    for kind in ("policy", "reward"):
         init_model(kind, work / f"init-{kind}", spec)
         learner = Learner(
             work / f"init-{kind}", config, lr=args.bc_lr, version="init", resolve=lambda v: None
         )
-        losses = []
-        for k in range(args.bc_steps):
-            if kind == "policy" and args.bc == "rank":  # softmax over the candidates, 4 a step
-                batch = [choices[(k * 4 + i) % len(choices)] for i in range(4)]
+        if kind == "policy":
+            figures["heldout_accuracy_before"] = round(rank_accuracy(learner, held_out), 3)
+        clock, losses = time.monotonic(), []
+        for k in range(args.bc_steps if kind == "policy" else args.rm_bc_steps):
+            if kind == "policy":
+                batch = [train[(k * 8 + i) % len(train)] for i in range(8)]
                 losses.append(rank_cross_entropy(learner, batch).loss)
             else:
-                batch = [samples[(k * 16 + i) % len(samples)] for i in range(16)]
+                batch = [verdicts[(k * 16 + i) % len(verdicts)] for i in range(16)]
                 losses.append(learner.bc_update(batch).loss)
-        out[kind] = save_checkpoint(
-            learner.model, learner.tokenizer, work, f"start-{kind}", 0, {"bc_steps": args.bc_steps}
-        )
+        figures[f"{kind}_bc_s"] = round(time.monotonic() - clock, 1)
         figures[f"{kind}_bc_loss"] = [round(losses[0], 4), round(losses[-1], 4)]
+        if kind == "policy":
+            figures["heldout_accuracy_after"] = round(rank_accuracy(learner, held_out), 3)
+        out[kind] = save_checkpoint(
+            learner.model, learner.tokenizer, work, f"start-{kind}", 0, {"bc_steps": len(losses)}
+        )
     figures["prepare_s"] = round(time.monotonic() - started, 1)
-    return out["policy"], out["reward"], figures
+    return Start(world, players, out["policy"], out["reward"], figures)
+
+
+def _play(url: str, token: str, policy: Any, family: str, episodes: int) -> None:
+    """Play ``episodes`` of ``family``, giving up after 3 s an episode (the world may have
+    no task of the family left near the avatar)."""
+    runner = PolicyRunner(
+        BigWorldClient(url, token), policy, RunnerConfig(family=family, max_episodes=episodes)
+    )
+    thread = start_thread(runner.run)
+    thread.join(timeout=3.0 * episodes + 30)
+    runner.stop.set()
+    thread.join(timeout=30)
+
+
+def _json(start: Start) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(start).items()}
+
+
+def _kept(folder: Path) -> Start:
+    body = json.loads((folder / "start.json").read_text())
+    paths = {k: Path(body[k]) for k in ("world", "policy", "reward")}
+    return Start(players=body["players"], figures=body["figures"], **paths)
 
 
 def _short(vote: Any) -> str:
@@ -208,24 +269,24 @@ def _short(vote: Any) -> str:
 # --- one arm ---------------------------------------------------------------------------------
 
 
-def run_arm(
-    name: str, args: argparse.Namespace, work: Path, policy: Path, reward: Path
-) -> dict[str, Any]:
-    mode = ARMS[name]
-    server = serve(work / name, args)
+def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> dict[str, Any]:
+    mode, forge = ARMS[name]
+    world = work / name
+    shutil.copytree(start.world, world)
+    env = {"BIGWORLD_FORGE_ENABLED": str(forge).lower(), "BIGWORLD_FORGE_INTERVAL_S": "15"}
+    server = serve(world, args, **env)
     played, stops, threads = Played(), [], []
     trainer: Trainer | None = None
     try:
         admin = BigWorldClient(server.url, server.admin_token)
         started = time.monotonic()
         sampling = Sampling(temperature=args.temperature, max_new_tokens=24, seed=args.seed)
-        for i in range(args.agents):
-            token = admin.create_agent(f"{name}-policy-{i}", "policy").token
-            model = TransformersModel(policy, version="init", device="cpu")
+        for i, (family, token) in enumerate(sorted(start.players.items())):
+            model = TransformersModel(start.policy, version="init", device="cpu")
             runner = TimedRunner(
                 BigWorldClient(server.url, token),
                 ModelPolicy(model, "rank", Sampling(args.temperature, 1, args.seed + i)),
-                RunnerConfig(poll_s=2.0),
+                RunnerConfig(family=family, poll_s=2.0),
                 played=played,
                 started=started,
             )
@@ -233,7 +294,9 @@ def run_arm(
             threads.append(start_thread(runner.run))
         if mode in ("integrated_frozen_rm", "integrated_rm"):
             token = admin.create_agent(f"{name}-judge", "reward").token
-            judge = ModelJudge(TransformersModel(reward, version="init", device="cpu"), sampling)
+            judge = ModelJudge(
+                TransformersModel(start.reward, version="init", device="cpu"), sampling
+            )
             judges = RewardRunner(
                 BigWorldClient(server.url, token), judge, RewardConfig(votes=3, reload_poll_s=2.0)
             )
@@ -243,7 +306,7 @@ def run_arm(
             token = admin.create_agent(f"{name}-trainer", "trainer").token
             config = TrainConfig(
                 mode=mode,
-                group_by="family",  # tasks are sampled afresh: the same task rarely repeats
+                group_by=args.group_by,
                 group_size=8,
                 min_samples=args.min_samples,
                 batch_size=16,
@@ -258,9 +321,9 @@ def run_arm(
             trainer = Trainer(
                 BigWorldClient(server.url, token),
                 config,
-                policy_dir=policy,
-                reward_dir=reward,
-                out=work / name / "train",
+                policy_dir=start.policy,
+                reward_dir=start.reward,
+                out=world / "train",
             )
             stops.append(trainer.stop)
             threads.append(start_thread(lambda: trainer.run(progress=False)))
@@ -282,6 +345,7 @@ def run_arm(
     return {
         "arm": name,
         "mode": mode,
+        "forge": forge,
         "episodes": played.rows,
         "updates": trainer.history if trainer is not None else [],
         "versions": sorted({r["version"] for r in played.rows}),
@@ -425,27 +489,31 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=5.0, help="wall time per arm")
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
-    parser.add_argument("--step-budget", type=int, default=15, help="steps per episode")
-    parser.add_argument("--agents", type=int, default=1, help="policy agents per arm")
+    parser.add_argument("--step-budget", type=int, default=12, help="steps per episode")
     parser.add_argument(
-        "--demos", type=int, default=40, help="oracle (and random) episodes to clone"
+        "--families",
+        nargs="+",
+        default=["examine_in_light", "clean_and_place"],
+        help="task families played (one policy agent each; short oracle plans)",
     )
+    parser.add_argument("--demos", type=int, default=40, help="oracle episodes per family")
     parser.add_argument(
         "--judge-noise", type=float, default=0.1, help="heuristic judge's flip rate"
     )
-    parser.add_argument("--bc-steps", type=int, default=150, help="warm-start steps per model")
-    parser.add_argument("--bc-lr", type=float, default=3e-4)
-    parser.add_argument(
-        "--bc",
-        choices=("rank", "text"),
-        default="rank",
-        help="policy warm start: cross-entropy over the candidates (rank) or on the text",
-    )
+    parser.add_argument("--bc-steps", type=int, default=150, help="policy warm-start steps")
+    parser.add_argument("--rm-bc-steps", type=int, default=50, help="reward-model warm start")
+    parser.add_argument("--bc-lr", type=float, default=1e-3)
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
+    parser.add_argument("--group-by", choices=("task", "family"), default="task")
     parser.add_argument("--min-samples", type=int, default=16, help="policy samples per update")
     parser.add_argument("--temperature", type=float, default=1.0, help="rank-mode sampling")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument(
+        "--start",
+        type=Path,
+        help="keep the prepared world and models here, and reuse them when already there",
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-learning"
     )
@@ -454,25 +522,27 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
         work = Path(tmp)
-        policy, reward, prep = prepare(args, work)
-        print(f"warm start: {json.dumps(prep)}")
-        summaries = [
-            summarise(run_arm(arm, args, work, policy, reward), args.minutes) for arm in args.arms
-        ]
+        start = _kept(args.start) if args.start and (args.start / "start.json").exists() else None
+        if start is None:
+            start = prepare(args, args.start or work)
+            if args.start:
+                (args.start / "start.json").write_text(json.dumps(_json(start)))
+        print(f"start: {json.dumps(start.figures)}")
+        summaries = [summarise(run_arm(arm, args, work, start), args.minutes) for arm in args.arms]
     report = {
         "args": {k: str(v) for k, v in vars(args).items()},
-        "prepare": prep,
+        "prepare": start.figures,
         "arms": summaries,
     }
     (args.out / "learning.json").write_text(json.dumps(report, indent=2))
     plot(summaries, args.out / "learning.png")
-    print(f"{'arm':<15}{'episodes':>9}{'success':>9}{'1st half':>10}{'2nd half':>10}{'updates':>9}")
+    print(f"{'arm':<21}{'episodes':>9}{'success':>9}{'1st half':>10}{'2nd half':>10}{'updates':>9}")
     for s in summaries:
         first, second = (
             f"{x:.2f}" if x is not None else "-" for x in (s["first_half"], s["second_half"])
         )
         print(
-            f"{s['arm']:<15}{s['episodes']:>9}{s['success']:>9.2f}{first:>10}{second:>10}{s['updates']:>9}"
+            f"{s['arm']:<21}{s['episodes']:>9}{s['success']:>9.2f}{first:>10}{second:>10}{s['updates']:>9}"
         )
     for s in summaries:
         print(f"{s['arm']}: per family (first half → second half) {json.dumps(s['per_family'])}")
