@@ -44,6 +44,7 @@ READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0  # per process: agents finish or abandon their episode in this time
 REPORT_TIMEOUT_S = 300.0
 VIEW_EVERY_S = 2.0
+DECISIONS_TICKS = 3000  # the view looks this far back for the forge's latest decisions
 
 
 @command("demo")
@@ -288,7 +289,8 @@ def snapshot(client: BigWorldClient) -> Snapshot:
         learning = client.learning_metrics()
     decisions: list[Record] = []
     with contextlib.suppress(ClientError):
-        decisions = list(client.decisions(page_size=200))[-5:]
+        recent = max(0, int(world["tick"]) - DECISIONS_TICKS)  # the route pages oldest first
+        decisions = list(client.decisions(page_size=500, from_tick=recent))[-5:]
     versions: dict[str, Any] = {}
     for kind in ("policy", "reward"):
         with contextlib.suppress(ClientError):
