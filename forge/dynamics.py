@@ -100,9 +100,6 @@ class DynamicsConfig:
             raise ValueError(f"expected fields among {sorted(names)}, got unknown {unknown}")
         return dataclasses.replace(base or cls(), **data)
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True)
 class Change:

@@ -72,7 +72,7 @@ def begin(
                 code="episode_open",
                 details={"episode_id": current.id},
             )
-        key, draw = None, "requested"
+        key, draw, length = None, "requested", None
         if task_id is not None:
             row = records.get_task(session=session, task_id=task_id)
             if row is None:
@@ -89,7 +89,9 @@ def begin(
                 raise Conflict(
                     f"no task can be made near this avatar now: {exc}", code="no_task"
                 ) from exc
-            task, row, draw, key = drawn.task, drawn.row, drawn.draw, drawn.key
+            task, row, draw, key, length = (
+                drawn.task, drawn.row, drawn.draw, drawn.key, drawn.length
+            )  # fmt: skip
         world.emit(
             "episode_begun",
             avatar,
@@ -97,7 +99,7 @@ def begin(
             {"key": key, "family": family, "task": {"id": task.id, **task.spec()}, "draw": draw},
         )
         seen = engine.observe(world, avatar)
-        distance = _distance(runtime, world, task, avatar)
+        distance = _distance(runtime, world, task, avatar, known=length)
         world.commit()
         observation = seen.text + TASK_PROMPT + task.text
         episode = records.add_episode(
@@ -306,10 +308,15 @@ def _end(
     runtime.metrics.episode_ended(status)
 
 
-def _distance(runtime: Runtime, world: World, task: tasks.Task, avatar: str) -> int | None:
-    """The oracle's plan length from here, when the server records it (costs a plan)."""
+def _distance(
+    runtime: Runtime, world: World, task: tasks.Task, avatar: str, known: int | None = None
+) -> int | None:
+    """The oracle's plan length from here, when the server records it: ``known`` when the
+    caller has just planned it from this state, else it costs a plan."""
     if not runtime.settings.record_distance:
         return None
+    if known is not None:
+        return known
     found = oracle.plan(world, task, avatar)
     return len(found) if found is not None else None
 

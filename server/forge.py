@@ -46,6 +46,7 @@ class Drawn:
     row: TaskRow
     draw: str
     key: str | None  # the sampling key when a fresh task was sampled (logged for replay)
+    length: int | None = None  # the oracle's plan length from here, when the draw planned it
 
 
 # -- state and configuration -------------------------------------------------------------------
@@ -122,12 +123,13 @@ def draw(
                     if mode == forge_pool.PROBE
                     else ("trial" if found.status == "pending" else "pool")
                 )
-                return Drawn(candidate.task, found, how, None)  # fmt: skip
+                return Drawn(candidate.task, found, how, None, length)
     task = tasks.sample_task(world, avatar, key=key, family=family, budget=config.plan_budget)
     existing = records.get_task(session=session, task_id=task.id)
     if existing is not None:
         return Drawn(task, existing, "fresh", key)
     probe = records.probe_count(session=session, family=task.family) < config.probes_per_family
+    length = mutate.check(world, task, avatar, config.plan_budget)
     saved = records.save_task(
         session=session,
         task_id=task.id,
@@ -137,7 +139,7 @@ def draw(
         origin="probe" if probe else "sampled",
         probe=probe,
         reason="fixed probe set: measures forgetting" if probe else "sampled at a begin",
-        difficulty=mutate.check(world, task, avatar, config.plan_budget),
+        difficulty=length,
     )
     if probe:
         records.add_decision(
@@ -157,7 +159,7 @@ def draw(
             },
             created_at=now,
         )
-    return Drawn(task, saved, "fresh", key)
+    return Drawn(task, saved, "fresh", key, length)
 
 
 def admit_requested(session: Session, world: World, avatar: str, task: tasks.Task) -> TaskRow:

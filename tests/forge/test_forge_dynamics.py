@@ -5,6 +5,7 @@ Not named test_dynamics.py: tests/world has one, and pytest needs unique test ba
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,7 +45,7 @@ LOGGED = ("forge_drift", "recipe_discovered", "market_shift", "storm", "flood")
 def test_config_round_trips_through_a_plain_dict() -> None:
     default = DynamicsConfig()
     assert DynamicsConfig.from_dict({}) == default
-    assert DynamicsConfig.from_dict(default.as_dict()) == default
+    assert DynamicsConfig.from_dict(dataclasses.asdict(default)) == default
     changed = DynamicsConfig.from_dict({"storm_probability": 1, "flood_ticks": 50})
     assert changed.storm_probability == 1.0 and isinstance(changed.storm_probability, float)
     assert changed.flood_ticks == 50 and changed.drift_every == default.drift_every
