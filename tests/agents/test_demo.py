@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from agents.demo import BIGWORLD
 from world.store import read_meta
 from world.store.database import make_engine, session_factory
 from world.store.models import AgentRow, EpisodeRow, PolicyRow, StepRow
 
 pytestmark = pytest.mark.slow
-
-BIGWORLD = "import sys; from server.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def demo(data_dir: Path, minutes: float) -> subprocess.CompletedProcess[str]:
