@@ -261,26 +261,21 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     assert {"status-open", "status-failed"} <= set(statuses)
 
     # Learning curves: one line per family plus the overall one; the newest forge decisions.
-    # While a route is missing or failing its section says so with the status instead.
+    # (A failing route's "unavailable" state is test_sections_degrade_one_by_one's business.)
     learning = watcher.get("/v1/metrics/learning")
-    if learning.status_code == 200:
-        drawn = {a["data-family"] for a, _ in dom.find(class_="curve")}
-        buckets = learning.json()["success_over_time"]
-        assert drawn == {b["family"] or "overall" for b in buckets if b["policy_version"] is None}
-        assert "overall" in drawn
+    assert learning.status_code == 200, learning.text
+    drawn = {a["data-family"] for a, _ in dom.find(class_="curve")}
+    buckets = learning.json()["success_over_time"]
+    assert drawn == {b["family"] or "overall" for b in buckets if b["policy_version"] is None}
+    assert "overall" in drawn
     decisions = watcher.get("/v1/forge/decisions", params={"limit": 1000})
-    if decisions.status_code == 200:
-        newest_ids = sorted((d["id"] for d in decisions.json()["items"]), reverse=True)[:20]
-        assert [a["data-id"] for a, _ in dom.find(class_="decision")] == [
-            str(i) for i in newest_ids
-        ]
-    for section, probe in (("learning", learning), ("forge", decisions)):
-        state = dom.find(id=section)[0][0]["data-state"]
-        if probe.status_code == 200:
-            assert state == "ok" and dom.text(f"{section}-state") == "", section
-        else:
-            assert state == "unavailable", section
-            assert dom.text(f"{section}-state").startswith(f"unavailable ({probe.status_code} ")
+    assert decisions.status_code == 200, decisions.text
+    newest_ids = sorted((d["id"] for d in decisions.json()["items"]), reverse=True)[:20]
+    assert newest_ids  # the begins fixed probe tasks: task.probe decisions
+    assert [a["data-id"] for a, _ in dom.find(class_="decision")] == [str(i) for i in newest_ids]
+    for section in ("learning", "forge"):
+        assert dom.find(id=section)[0][0]["data-state"] == "ok", section
+        assert dom.text(f"{section}-state") == "", section
 
     refused = Dom(browse(chromium, f"{lively.url}/?token=bw_not-a-token", tmp_path / "refused"))
     message = refused.text("auth-error")
