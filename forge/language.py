@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from forge.errors import LanguageModelError
 from world.errors import TaskError
 from world.tasks import Task
+
+if TYPE_CHECKING:
+    import httpx
 
 EXAMPLES = 6  # valid variants shown to the model as examples of parameters in this world
 MAX_TOKENS = 512
@@ -39,6 +40,9 @@ class LanguageModel:
         *,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        import httpx  # here, not at the top: the server imports this module at start and
+        # httpx brings its command line's libraries with it; only a configured model needs it
+
         self.url = url.rstrip("/")
         self.model = model
         self.http = httpx.Client(timeout=timeout_s, transport=transport)
@@ -48,6 +52,8 @@ class LanguageModel:
 
     def complete(self, system: str, user: str) -> str:
         """The model's answer text; raises LanguageModelError on any failure."""
+        import httpx
+
         try:
             reply = self.http.post(
                 f"{self.url}/chat/completions",
