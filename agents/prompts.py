@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 BOX = re.compile(r"\\boxed\{([^{}]*)\}")
 INTEGER = re.compile(r"[+-]?[0-9]{1,9}")
-HISTORY_STEPS = 4  # past (action, observation) pairs shown to the policy
+HISTORY_STEPS = 6  # past steps shown to the policy: each action and what it led to, in brief
 MAX_OBSERVATION_CHARS = 1200  # one observation in a prompt is cut to this length
+MAX_OUTCOME_CHARS = 120  # a past step's outcome: the first sentence of its observation
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,19 @@ def _clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _outcome(observation: str) -> str:
+    """A past step in brief: the first sentence of what followed it ("You arrive at the
+    kitchen 1.", "Nothing happens."). The present observation is shown in full, so the
+    history repeats no room descriptions, which keeps prompts short for small models."""
+    first = observation.strip().split(". ", 1)[0]
+    return _clip(first if first.endswith(".") else first + ".", MAX_OUTCOME_CHARS)
+
+
 def policy_prompt(
     task: str, history: Sequence[Turn], observation: str, admissible: Sequence[str]
 ) -> str:
-    """The policy's prompt: task, recent history, the observation and numbered actions."""
+    """The policy's prompt: task, recent steps (action and outcome), the present observation
+    in full and the numbered admissible actions."""
     lines = [
         "You are an agent in a persistent text world. Nothing you do is undone.",
         f"Your task is to: {task}",
@@ -53,8 +63,7 @@ def policy_prompt(
     if recent:
         lines.append("Recent steps:")
         for turn in recent:
-            lines.append(f"> {turn.action}")
-            lines.append(_clip(turn.observation))
+            lines.append(f"> {turn.action}: {_outcome(turn.observation)}")
     lines.append("Now:")
     lines.append(_clip(observation))
     lines.append("Admissible actions:")

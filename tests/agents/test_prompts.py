@@ -26,6 +26,17 @@ def test_policy_prompt_numbers_actions_and_keeps_recent_history() -> None:
     assert prompt.endswith("\\boxed{k}.\n")
 
 
+def test_history_shows_each_past_step_in_brief_and_the_present_in_full() -> None:
+    room = "You arrive at the kitchen 1. You are in the kitchen 1. On the stove 1, you see a pot 1."
+    history = [Turn("go to kitchen 1", room), Turn("examine pot 1", "Nothing happens.")]
+    prompt = policy_prompt("t", history, room, ["look"])
+    assert "> go to kitchen 1: You arrive at the kitchen 1.\n" in prompt
+    assert "> examine pot 1: Nothing happens.\n" in prompt
+    assert prompt.count("On the stove 1") == 1  # only in the present observation
+    outcome = policy_prompt("t", [Turn("look", "y" * 500)], "z", ["look"])
+    assert "> look: " + "y" * 117 + "...\n" in outcome
+
+
 def test_long_observations_are_clipped() -> None:
     prompt = policy_prompt("t", [], "x" * 5000, ["look"])
     assert "x" * 1197 + "..." in prompt and "x" * 1198 not in prompt
