@@ -161,7 +161,10 @@ class ModelPolicy(_Wrapping):
 class RunnerConfig:
     """How a policy runner behaves; every field is a command-line flag of ``agent run``."""
 
-    family: str | None = None  # ask for tasks of this family only
+    # Ask for tasks of this family. When none can be made near the avatar (409 no_task: it
+    # wandered where the family has nothing, say no lamps), one episode of any family is
+    # played instead, which moves the avatar on rather than leaving the runner stuck.
+    family: str | None = None
     poll_s: float = 5.0  # how often to look for a newer policy version
     max_episodes: int | None = None  # stop after this many (None: run until stopped)
     reconnect_max_s: float = 30.0  # longest wait between reconnection attempts
@@ -217,6 +220,12 @@ class PolicyRunner:
         try:
             return self.client.begin_episode(family=self.config.family), 0, []
         except ConflictError as exc:
+            if exc.code == "no_task" and self.config.family is not None:
+                log.warning(
+                    "no %s task near the avatar now; playing one of any family",
+                    self.config.family,
+                )
+                return self.client.begin_episode(), 0, []
             open_id = (
                 (exc.details or {}).get("episode_id") if isinstance(exc.details, dict) else None
             )

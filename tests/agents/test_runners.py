@@ -15,6 +15,7 @@ from live import live_server
 
 from agents.backends import Sampling, TransformersModel
 from agents.client import BigWorldClient
+from agents.errors import ConflictError
 from agents.models.tiny import MANIFEST
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
@@ -150,3 +151,27 @@ def test_heuristic_judge_scores_by_recorded_oracle_distance(tmp_path: Path) -> N
                 )
                 assert scores == {want}
                 before = s["distance"]
+
+
+class _Stranded:
+    """A client whose avatar has no task of the asked-for family near it."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    def begin_episode(self, family: str | None = None) -> str:
+        self.asked.append(family)
+        if family is not None:
+            raise ConflictError(
+                "no task can be made near this avatar now", status=409, code="no_task"
+            )
+        return "an episode of any family"
+
+
+def test_a_runner_stranded_without_its_family_plays_any_task_rather_than_stall() -> None:
+    stranded = _Stranded()
+    runner = PolicyRunner(stranded, RandomPolicy(0), RunnerConfig(family="examine_in_light"))  # type: ignore[arg-type]
+    assert runner._begin() == ("an episode of any family", 0, [])
+    assert stranded.asked == ["examine_in_light", None]
+    assert runner._begin()[0] == "an episode of any family"  # it asks for its family again
+    assert stranded.asked[2] == "examine_in_light"
