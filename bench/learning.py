@@ -490,7 +490,7 @@ def main() -> int:
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
     parser.add_argument(
-        "--step-budget", type=int, default=24, help="steps per episode (room to explore)"
+        "--step-budget", type=int, default=40, help="steps per episode (room to explore)"
     )
     parser.add_argument(
         "--families",
