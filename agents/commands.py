@@ -60,7 +60,10 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     run.add_argument("--max-new-tokens", type=int, default=64)
     run.add_argument("--votes", type=int, default=3, help="judgments per step (reward)")
     run.add_argument("--noise", type=float, default=0.0, help="vote flip rate (heuristic)")
-    run.add_argument("--family", help="ask for tasks of this family only (policy)")
+    run.add_argument(
+        "--family",
+        help="ask for tasks of this family (policy; one of any family when none is near)",
+    )
     run.add_argument("--episodes", type=int, help="stop after this many episodes (policy)")
     run.add_argument("--seconds", type=float, help="stop after this long")
     run.add_argument("--poll", type=float, default=5.0, help="seconds between version checks")

@@ -20,7 +20,7 @@ Each arm's policy agents are the preparation's players (same avatars, same pool 
 Reports success rate over wall time per arm, per task family in the first and second half of
 each arm's episodes, and the trainer's figures; writes ``learning.json`` and ``learning.png``::
 
-    .venv/bin/python bench/learning.py --minutes 5          # about 30 minutes in all
+    .venv/bin/python bench/learning.py --minutes 5          # about 35 minutes in all
     .venv/bin/python bench/learning.py --minutes 1 --arms frozen outcome_only   # smoke
 """
 
