@@ -496,7 +496,7 @@ def main() -> int:
         "--families",
         nargs="+",
         default=["examine_in_light", "pick_and_place"],
-        help="task families played (one policy agent each; the shortest oracle plans)",
+        help="task families played (one policy agent each)",
     )
     parser.add_argument("--demos", type=int, default=120, help="oracle episodes per family")
     parser.add_argument(

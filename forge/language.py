@@ -40,8 +40,9 @@ class LanguageModel:
         *,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        import httpx  # here, not at the top: the server imports this module at start and
-        # httpx brings its command line's libraries with it; only a configured model needs it
+        # Imported here, not at the top: the server imports this module at start, and httpx
+        # brings its command line's libraries with it; only a configured model needs it.
+        import httpx
 
         self.url = url.rstrip("/")
         self.model = model

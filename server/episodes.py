@@ -89,9 +89,8 @@ def begin(
                 raise Conflict(
                     f"no task can be made near this avatar now: {exc}", code="no_task"
                 ) from exc
-            task, row, draw, key, length = (
-                drawn.task, drawn.row, drawn.draw, drawn.key, drawn.length
-            )  # fmt: skip
+            task, row, draw, key = drawn.task, drawn.row, drawn.draw, drawn.key
+            length = drawn.length
         world.emit(
             "episode_begun",
             avatar,
