@@ -13,10 +13,21 @@ from world.rules import Rules
 from world.state import ChangeSet, MemoryBackend, World, WorldMeta
 
 DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"}
+MAX_BETWEEN = 36  # regions: a wider rectangle between the avatar and a task is not copied
 
 
 def copy_thing(thing: Thing) -> Thing:
     return replace(thing, attrs=dict(thing.attrs))
+
+
+def _between(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
+    """The regions of the rectangle with corners ``a`` and ``b``; only ``b`` when it holds
+    more than MAX_BETWEEN regions."""
+    xs = range(min(a[0], b[0]), max(a[0], b[0]) + 1)
+    ys = range(min(a[1], b[1]), max(a[1], b[1]) + 1)
+    if len(xs) * len(ys) > MAX_BETWEEN:
+        return [b]
+    return [(x, y) for x in xs for y in ys]
 
 
 @dataclass
@@ -34,14 +45,17 @@ class Snapshot:
 
     @classmethod
     def of(cls, world: World, avatar_id: str, extra: tuple[str, ...] = ()) -> Snapshot:
-        """Copy the avatar's region, its generated neighbours and the regions of ``extra``
-        place ids, reading without loading anything into ``world``'s transaction."""
+        """Copy the avatar's region, its generated neighbours, the regions of ``extra`` place
+        ids and the generated regions between the avatar and each of those (so that the way
+        back from a wander stays in the snapshot), reading without loading anything into
+        ``world``'s transaction."""
         me = world.avatar(avatar_id)
         rx, ry = region_of(me.place)
         wanted = [(rx, ry), *((rx + dx, ry + dy) for dx, dy in DIRECTIONS)]
-        wanted += [region_of(p) for p in extra]
+        for x, y in map(region_of, extra):
+            wanted += _between((rx, ry), (x, y))
         regions: dict[str, Region] = {}
-        for x, y in wanted:
+        for x, y in dict.fromkeys(wanted):
             key = region_key(x, y)
             region = world.peek_region(x, y)
             if region is not None:

@@ -222,6 +222,21 @@ def test_unsolvable_and_already_done(sim) -> None:
         assert oracle.next_action(world, done, "a") is None
 
 
+def test_the_way_back_from_a_wander_is_planned(sim) -> None:
+    """Three regions east of a kitchen task, the regions between are in the plan's scope."""
+    task = place_task("pick_and_place", rid(sim, "countertop 1"), "countertop 1", "apple")
+    for action in ("go to living room 1", "go to square 1", *["go to east road"] * 3):
+        sim.step("a", action)
+    with sim.tx() as world:
+        assert world.avatar("a").place.startswith("3,0:")
+    found = plan_of(sim, task)
+    assert found is not None
+    assert found.actions[:2] == ("go to west road", "go to west road")
+    with sim.tx() as world:
+        agent = OracleAgent(world, task, "a")
+    assert execute(sim.backend, task, "a", agent, len(found), strict=True) == (True, len(found))
+
+
 def test_planning_changes_nothing(make_sim) -> None:
     s = make_sim(11)
     s.join("a", "Alice")
