@@ -2,7 +2,7 @@
 #   make install   create .venv (if missing) and install the project, once
 #   make demo      the whole loop for ten minutes on the embedded default, then a report
 #   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
-#   make test      ruff (lint and format), mypy on the world, then the whole test suite
+#   make test      ruff (lint and format), mypy on the packages, then the whole test suite
 #   make bench     run the benchmarks in bench/
 #   make clean     remove the virtual environment and caches (never the world's data)
 

@@ -82,9 +82,8 @@ class TransformersModel:
                     pad_token_id=self.tokenizer.pad_token_id,
                     eos_token_id=self.tokenizer.eos_token_id,
                 )
-            outputs.append(
-                self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
-            )
+            text = self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
+            outputs.append(str(text))  # one sequence decodes to one string
         return outputs
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:

@@ -13,18 +13,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from agents.backends import LanguageModel, Sampling, softmax_sample
-from agents.client import BigWorldClient, EpisodeStart, Record, StepResult
+from agents.client import BigWorldClient, EpisodeStart, Record
 from agents.errors import ClientError, ConflictError, UnreachableError
 from agents.prompts import Turn, parse_choice, policy_prompt, rank_completion
 from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.policy")
+T = TypeVar("T")
 MODES = ("rank", "generate")
 
 
@@ -78,7 +80,7 @@ class ExpertPolicy:
     def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
         hint = self.client.expert(episode_id)
         action = hint.get("action")
-        if action not in admissible:
+        if not isinstance(action, str) or action not in admissible:
             return Decision(0, admissible[0], prompt, "", True, f"expert gave {action!r}")
         k = list(admissible).index(action)
         return Decision(k, action, prompt, rank_completion(k + 1, action))
@@ -200,7 +202,7 @@ class PolicyRunner:
         )
 
     # -- resilience --------------------------------------------------------------------------
-    def _patiently(self, call: Callable[[], object]) -> object:
+    def _patiently(self, call: Callable[[], T]) -> T:
         """Run ``call`` until the server answers, backing off while it is unreachable."""
         delay = 0.2
         while True:
@@ -235,7 +237,7 @@ class PolicyRunner:
             return start, len(steps), [Turn(s["action"], s["observation"]) for s in steps]
 
     def play_episode(self) -> Record | None:
-        start, done_steps, history = self._patiently(self._begin)  # type: ignore[misc]
+        start, done_steps, history = self._patiently(self._begin)
         task_text, observation, admissible = (
             start.task.text,
             start.observation,
@@ -263,9 +265,9 @@ class PolicyRunner:
             self.stats.versions.add(self.policy.version)
             try:
                 sending = time.perf_counter()
-                result: StepResult = self._patiently(  # type: ignore[assignment]
-                    lambda i=index, d=decision, r=record: self.client.step(
-                        start.episode_id, i, d.action, record=r
+                result = self._patiently(
+                    partial(
+                        self.client.step, start.episode_id, index, decision.action, record=record
                     )
                 )
             except ConflictError as exc:  # ended under us (idle timeout): start afresh

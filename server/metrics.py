@@ -61,8 +61,8 @@ class Metrics:
                 "# HELP bigworld_episodes_ended_total Episodes ended by this process, by status.",
                 "# TYPE bigworld_episodes_ended_total counter",
             ]
-            for status, n in sorted(self.episodes_ended.items()):
-                lines.append(f'bigworld_episodes_ended_total{{status="{status}"}} {n}')
+            for ended, n in sorted(self.episodes_ended.items()):
+                lines.append(f'bigworld_episodes_ended_total{{status="{ended}"}} {n}')
         for name, value in sorted(gauges.items()):
             lines += [f"# TYPE bigworld_{name} gauge", f"bigworld_{name} {value}"]
         return "\n".join(lines) + "\n"

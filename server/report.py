@@ -355,7 +355,7 @@ def _plot(run: Run, out: Path) -> None:
         colors="tab:green",
         alpha=0.4,
         linestyles=":",
-        label="season change" if run.seasons else None,
+        label="season change" if run.seasons else "_nolegend_",
     )
     if len(run.seasons) <= SEASON_LABELS:
         for tick, season in run.seasons:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -85,10 +86,14 @@ def manifest_version(path: Path) -> str:
     return "0" if version is None else str(version)
 
 
-def load_model(path: Path, device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a model directory (ours or any local Hugging Face checkpoint), offline."""
+def load_model(path: Path, device: str = "cpu") -> tuple[Any, PreTrainedTokenizerBase]:
+    """Load a model directory (ours or any local Hugging Face checkpoint), offline.
+
+    The model is typed ``Any``: transformers' annotations do not type a loaded model's
+    methods (``generate``, ``to``) as callable."""
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
+    model: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    model = model.to(device)
     model.eval()
     return model, tokenizer
 

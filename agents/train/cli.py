@@ -11,7 +11,7 @@ import inspect
 import json
 import logging
 import re
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,9 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training configuration (TrainConfig)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default
+        if callable(f.default_factory):  # a tuple field's default
+            default = f.default_factory()
         text = helps.get(f.name, "")
         if f.name in CHOICES:
             group.add_argument(flag, choices=CHOICES[f.name], default=default, help=text)

@@ -154,7 +154,7 @@ class EpisodeFeed:
     def follow(self) -> int:
         """Read newly ended episodes' ids after the cursor; returns how many were new."""
         new = 0
-        filters = {"kind": "episode_ended", "cursor": self.cursor}
+        filters: dict[str, Any] = {"kind": "episode_ended", "cursor": self.cursor}
         for event in self.source.events(**{k: v for k, v in filters.items() if v is not None}):
             self.cursor = str(event["id"])
             payload = event.get("payload") or {}

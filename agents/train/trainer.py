@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -111,7 +112,7 @@ class Trainer:
         assert initial is not None
         path = Path(latest.path) if latest else initial
         learner = Learner(
-            path, self.config, lr=lr, version=INITIAL, resolve=lambda v, k=kind: self._resolve(k, v)
+            path, self.config, lr=lr, version=INITIAL, resolve=partial(self._resolve, kind)
         )
         learner.load_optimizer(self.out / f"optimizer-{kind}.pt")
         if latest is None:  # a fresh run: the starting weights become the first version
@@ -220,7 +221,8 @@ class Trainer:
         """Episodes of groups ready to learn from (consumed), after dropping dead groups."""
         cfg = self.config
         groups = group_rollouts((e.rollout for e in self.waiting.values()), cfg.group_by)
-        use, dead = [], 0
+        use: list[Episode] = []
+        dead = 0
         for group in groups.values():
             wins = sum(r.success for r in group)
             uniform = wins in (0, len(group))
