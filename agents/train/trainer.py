@@ -97,6 +97,7 @@ class Trainer:
             pending=self.state.pending,
         )
         self.waiting: dict[int, Episode] = {}
+        self.scripted = 0  # ended episodes no model played (oracle, random): not learned from
         for episode_id in self.state.waiting:  # ready before a restart: read them again
             self.feed.pending.setdefault(episode_id, clock())
         self.learners: dict[str, Learner] = {}
@@ -212,7 +213,7 @@ class Trainer:
         ready = self._patiently(self.feed.ready)
         for episode in ready:
             if episode.rollout.policy_version in SCRIPTED_VERSIONS:
-                self.feed.dropped += 1  # no model produced it: nothing to take a ratio against
+                self.scripted += 1  # no model produced it: nothing to take a ratio against
                 continue
             self.waiting[episode.rollout.episode_id] = episode
         return len(ready)
@@ -291,6 +292,7 @@ class Trainer:
             "groups": float(tally.groups),
             "zero_advantage_samples": float(tally.zero_samples),
             "dropped_episodes": float(self.feed.dropped),
+            "scripted_episodes": float(self.scripted),
             "update_s": seconds,
             "samples_per_s": stats["policy"].samples / max(seconds, 1e-9),
             **stats["policy"].as_metrics(""),

@@ -291,6 +291,7 @@ def test_groups_wait_for_signal_and_scripted_rollouts_are_not_trained_on(
     metrics = t.update()
     assert metrics is not None and metrics["episodes"] == 3 and not t.waiting
     assert metrics["accuracy"] == pytest.approx(2 / 3)
+    assert (metrics["scripted_episodes"], metrics["dropped_episodes"]) == (1, 0)
     # a uniform group that reached group_size is given up
     for _ in range(3):
         server.add_episode("c", -1, version=t.learners["policy"].version)
