@@ -8,7 +8,6 @@ log-likelihood of each candidate completion, for ``rank``-mode policies). Heavy 
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,9 +54,6 @@ class TransformersModel:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model, self.tokenizer = load_model(path, self.device)
         self.version = version if version is not None else manifest_version(path)
-        # transformers renamed ``past_key_values`` to ``cache`` in its 5.x series
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def reload(self, path: Path, version: str) -> None:
         from agents.models.tiny import load_weights
@@ -87,37 +83,14 @@ class TransformersModel:
         return outputs
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
-        """One pass over the prompt, its key/value cache shared by every completion."""
-        torch = self._torch
-        prompt_ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)  # (1, P)
-        rows = [self.tokenizer(c).input_ids + [self.tokenizer.eos_token_id] for c in completions]
-        n, width = len(rows), max(len(r) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.tensor(
-            [r + [pad] * (width - len(r)) for r in rows], device=self.device
-        )  # (N, C)
-        lengths = torch.tensor([len(r) for r in rows], device=self.device)
-        mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]  # (N, C)
-        with torch.no_grad():
-            head = self.model(input_ids=prompt_ids, use_cache=True, logits_to_keep=1)
-            cache = head.cache if "cache" in head else head.past_key_values
-            cache.batch_repeat_interleave(n)
-            full_mask = torch.cat(
-                [
-                    torch.ones(n, prompt_ids.shape[1], dtype=torch.long, device=self.device),
-                    mask.long(),
-                ],
-                dim=1,
-            )
-            tail = self.model(
-                input_ids=ids, attention_mask=full_mask, **{self._cache_arg: cache}
-            ).logits  # (N, C, V)
-        first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (N,)
-        rest = (
-            torch.log_softmax(tail[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        )  # (N, C-1)
-        rest = (rest * mask[:, 1:]).sum(dim=1)
-        return [float(x) for x in first + rest]
+        """Each completion's summed log-prob, all in one forward pass (``candidate_logprobs``)."""
+        from agents.models.tiny import candidate_logprobs  # torch loads with the model
+
+        eos = self.tokenizer.eos_token_id
+        rows = [self.tokenizer(c).input_ids + [eos] for c in completions]
+        with self._torch.no_grad():
+            scores = candidate_logprobs(self.model, self.tokenizer(prompt).input_ids, rows)
+        return [float(x) for x in scores]
 
 
 class OpenAIServerModel:

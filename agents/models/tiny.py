@@ -98,6 +98,44 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, PreTrainedTokenize
     return model, tokenizer
 
 
+def candidate_logprobs(model: Any, prompt: list[int], rows: list[list[int]]) -> torch.Tensor:
+    """The summed log-prob of each row of token ids as the prompt's continuation, (len(rows),),
+    from one forward pass; with gradients when grad mode is on.
+
+    The rows are packed after the prompt in one sequence. A 4-D attention mask lets a row's
+    tokens see the prompt and that row's own earlier tokens only, and their positions go on
+    from the prompt's end, so each row is scored as if it alone followed the prompt."""
+    if not prompt or not all(rows):
+        raise ValueError("expected a non-empty prompt and non-empty rows")
+    device = model.device
+    length = len(prompt) + sum(len(r) for r in rows)
+    owner = [-1] * len(prompt)  # the row each position belongs to; -1: the prompt
+    source, targets = [], []  # where each row token is predicted from, and the token
+    positions = list(range(len(prompt)))
+    for k, row in enumerate(rows):
+        start = len(owner)
+        owner += [k] * len(row)
+        positions += range(len(prompt), len(prompt) + len(row))
+        source += [len(prompt) - 1] + list(range(start, start + len(row) - 1))
+        targets += row
+    ids = torch.tensor([prompt + [t for r in rows for t in r]], device=device)
+    seg = torch.tensor(owner, device=device)
+    index = torch.arange(length, device=device)
+    visible = (index[None, :] <= index[:, None]) & (
+        (seg[None, :] == seg[:, None]) | (seg[None, :] < 0)
+    )
+    logits = model(
+        input_ids=ids,
+        position_ids=torch.tensor([positions], device=device),
+        attention_mask=visible[None, None],
+    ).logits[0]
+    chosen = torch.log_softmax(logits[source].float(), dim=-1)
+    per_token = chosen[
+        torch.arange(len(targets), device=device), torch.tensor(targets, device=device)
+    ]
+    return torch.zeros(len(rows), device=device).index_add(0, seg[len(prompt) :], per_token)
+
+
 def load_weights(model: PreTrainedModel, path: Path) -> None:
     """Copy the weights saved in ``path`` into ``model`` in place (same architecture).
 

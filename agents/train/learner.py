@@ -10,7 +10,6 @@ A sample whose version is no longer on disk is scored with the current weights a
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agents.models.tiny import load_model
+from agents.models.tiny import candidate_logprobs, load_model
 from agents.train.config import TrainConfig
 from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
 
@@ -255,28 +254,11 @@ class Learner:
 
 def rank_scores(learner: Learner, choice: Choice) -> Tensor:
     """The summed log-prob of each candidate completion after the prompt, (C,), as the agent
-    ranks them (``TransformersModel.score``), with gradients when grad mode is on.
-
-    The prompt is run once and its key/value cache shared by every candidate."""
-    cfg, tok, device = learner.config, learner.tokenizer, learner.device
-    prompt = torch.tensor([tok(choice.prompt).input_ids[-cfg.max_prompt_tokens :]], device=device)
+    ranks them (``TransformersModel.score``), with gradients when grad mode is on."""
+    tok = learner.tokenizer
+    prompt = tok(choice.prompt).input_ids[-learner.config.max_prompt_tokens :]
     rows = [tok(c).input_ids + [tok.eos_token_id] for c in choice.candidates]
-    n, width = len(rows), max(len(r) for r in rows)
-    ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=device)
-    lengths = torch.tensor([len(r) for r in rows], device=device)
-    mask = torch.arange(width, device=device)[None, :] < lengths[:, None]  # (C, W)
-    head = learner.model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # logits (1, 1, V)
-    cache = head.cache if "cache" in head else head.past_key_values
-    cache.batch_repeat_interleave(n)
-    attention = torch.cat(
-        [torch.ones(n, prompt.shape[1], dtype=torch.long, device=device), mask.long()], dim=1
-    )
-    tail = learner.model(
-        input_ids=ids, attention_mask=attention, **{_cache_arg(learner.model): cache}
-    ).logits  # (C, W, V)
-    first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)[ids[:, 0]]  # (C,)
-    rest = torch.log_softmax(tail[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])
-    return first + (rest.squeeze(-1) * mask[:, 1:]).sum(dim=1)  # (C,)
+    return candidate_logprobs(learner.model, prompt, rows)
 
 
 def rank_cross_entropy(learner: Learner, choices: Sequence[Choice]) -> UpdateStats:
@@ -310,11 +292,6 @@ def rank_accuracy(learner: Learner, choices: Sequence[Choice]) -> float:
     learner.model.eval()
     hits = sum(int(rank_scores(learner, c).argmax()) == c.chosen for c in choices)
     return hits / len(choices)
-
-
-def _cache_arg(model: Any) -> str:
-    """transformers renamed ``past_key_values`` to ``cache`` in its 5.x series."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def _with_lora(model: Any, config: TrainConfig) -> Any:
