@@ -14,7 +14,7 @@ forward plus backward:
 The prompts are a random walk's in an in-memory world (so their admissible lists are the
 world's own), with six steps of history, as the agents build them. Not a test::
 
-    .venv/bin/python bench/scoring_bench.py [--prompts 24] [--hidden-size 128 --layers 2]
+    .venv/bin/python bench/scoring_bench.py [--prompts 64] [--hidden-size 128 --layers 2]
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def timed(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--prompts", type=int, default=24, help="decisions timed per way")
+    parser.add_argument("--prompts", type=int, default=64, help="decisions timed per way")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)

@@ -128,8 +128,9 @@ def candidate_logprobs(model: Any, prompt: list[int], rows: list[list[int]]) -> 
         input_ids=ids,
         position_ids=torch.tensor([positions], device=device),
         attention_mask=visible[None, None],
-    ).logits[0]
-    chosen = torch.log_softmax(logits[source].float(), dim=-1)
+        logits_to_keep=torch.tensor(source, device=device),  # the predicting positions only
+    ).logits[0]  # (len(targets), V)
+    chosen = torch.log_softmax(logits.float(), dim=-1)
     per_token = chosen[
         torch.arange(len(targets), device=device), torch.tensor(targets, device=device)
     ]
