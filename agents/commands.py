@@ -12,7 +12,7 @@ from typing import Any
 from agents.cli import add_server_options, command, stop_on_signals
 
 ROLES = ("policy", "reward")
-BACKENDS = ("random", "expert", "heuristic", "transformers", "vllm", "vllm-server")
+BACKENDS = ("random", "explorer", "expert", "heuristic", "transformers", "vllm", "vllm-server")
 
 
 @command("model")
@@ -111,6 +111,8 @@ def build_runner(args: argparse.Namespace) -> Any:
         policy: Any
         if args.backend == "random":
             policy = policy_agent.RandomPolicy(args.seed)
+        elif args.backend == "explorer":
+            policy = policy_agent.ExplorerPolicy(args.seed)
         elif args.backend == "expert":
             policy = policy_agent.ExpertPolicy(
                 BigWorldClient(args.server, _need(args.expert_token, "--expert-token"))
@@ -126,7 +128,7 @@ def build_runner(args: argparse.Namespace) -> Any:
     judge: Any
     if args.backend == "heuristic":
         judge = reward_agent.HeuristicJudge(args.noise, args.seed)
-    elif args.backend in ("random", "expert"):
+    elif args.backend in ("random", "explorer", "expert"):
         raise SystemExit(f"bigworld: backend {args.backend!r} cannot judge")
     else:
         judge = reward_agent.ModelJudge(_model(args), sampling)

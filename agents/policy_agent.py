@@ -9,6 +9,7 @@ lose the server mid-step, reconnect and resend without applying anything twice.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,13 @@ import numpy as np
 from agents.backends import LanguageModel, Sampling, softmax_sample
 from agents.client import BigWorldClient, EpisodeStart, Record
 from agents.errors import ClientError, ConflictError, UnreachableError
-from agents.prompts import Turn, parse_choice, policy_prompt, rank_completion
+from agents.prompts import (
+    Turn,
+    parse_choice,
+    policy_prompt,
+    prompt_task_and_actions,
+    rank_completion,
+)
 from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.policy")
@@ -66,6 +73,76 @@ class RandomPolicy:
 
     def reload(self, path: Path, version: str) -> None:
         """A random policy has no weights."""
+
+
+class ExplorerPolicy:
+    """A scripted baseline that knows only what the policy's prompt shows: the task's words,
+    the admissible actions and the recent actions (unlike the oracle, which sees the world).
+
+    It takes the task's object when a ``take`` offers it and opens what it has not just
+    opened; holding the object (a ``put`` of it is offered), it puts it on the task's
+    receptacle or uses the task's lamp when they are here, else heads for the named place
+    (or the road toward the task's direction); otherwise it goes to a place it has not
+    visited in its recent steps, at random. For tasks of other families (or objects named
+    in more than one word) it only explores."""
+
+    has_weights = False
+    TASKS = (  # the task texts of world.tasks.describe it understands
+        re.compile(  # pick_and_place, pick_two_and_place (one at a time)
+            r"^put (?:a|an|two) (?P<object>(?!clean )\S+) (?:in|on) (?P<receptacle>.+?) "
+            r"in the (?P<place>.+?)(?: to the (?P<direction>\w+))?$"
+        ),
+        re.compile(
+            r"^look at (?P<object>.+?) under the (?P<lamp>.+?) "
+            r"in the (?P<place>.+?)(?: to the (?P<direction>\w+))?$"
+        ),
+    )
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.version = "explorer"
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        task, recent = prompt_task_and_actions(prompt)
+        goal = next((m.groupdict() for p in self.TASKS if (m := p.match(task))), {})
+        action = self._choose(goal, list(admissible), recent)
+        k = list(admissible).index(action)
+        return Decision(k, action, prompt, rank_completion(k + 1, action))
+
+    def _choose(self, goal: dict[str, Any], admissible: list[str], recent: list[str]) -> str:
+        thing = goal.get("object")
+        if thing is not None:
+            puts = [a for a in admissible if a.startswith(f"put {thing} ")]
+            if puts:  # holding it
+                place = [a for a in puts if a.endswith(f" {goal.get('receptacle')}")]
+                lamp = f"use {goal.get('lamp')}"
+                if place:
+                    return place[0]
+                if lamp in admissible and recent[-1:] != [lamp]:  # using it again turns it off
+                    return lamp
+                if f"go to {goal['place']}" in admissible:
+                    return f"go to {goal['place']}"
+                road = f"go to {goal['direction']} road" if goal.get("direction") else None
+                return self._explore(admissible, recent, road)
+            takes = [a for a in admissible if a.startswith(f"take {thing} ")]
+            if takes:
+                return takes[0]
+        opens = [a for a in admissible if a.startswith("open ") and a not in recent]
+        if opens:
+            return opens[0]
+        return self._explore(admissible, recent, None)
+
+    def _explore(self, admissible: list[str], recent: list[str], toward: str | None) -> str:
+        if toward in admissible and toward not in recent[-2:]:
+            return str(toward)
+        moves = [a for a in admissible if a.startswith("go to ")]
+        fresh = [a for a in moves if a not in recent]
+        rooms = [a for a in fresh if not a.endswith(" road")]
+        pool = rooms or fresh or moves or admissible
+        return pool[int(self.rng.integers(len(pool)))]
+
+    def reload(self, path: Path, version: str) -> None:
+        """The explorer has no weights."""
 
 
 class ExpertPolicy:

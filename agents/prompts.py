@@ -16,6 +16,7 @@ INTEGER = re.compile(r"[+-]?[0-9]{1,9}")
 HISTORY_STEPS = 6  # past steps shown to the policy: each action and what it led to, in brief
 MAX_OBSERVATION_CHARS = 1200  # one observation in a prompt is cut to this length
 MAX_OUTCOME_CHARS = 120  # a past step's outcome: the first sentence of its observation
+TASK_LINE = "Your task is to: "
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def policy_prompt(
     in full and the numbered admissible actions."""
     lines = [
         "You are an agent in a persistent text world. Nothing you do is undone.",
-        f"Your task is to: {task}",
+        f"{TASK_LINE}{task}",
     ]
     recent = list(history)[-HISTORY_STEPS:]
     if recent:
@@ -70,6 +71,19 @@ def policy_prompt(
     lines.extend(f"{k}. {action}" for k, action in enumerate(admissible, start=1))
     lines.append("Choose one action. End your answer with its number as \\boxed{k}.")
     return "\n".join(lines) + "\n"
+
+
+def prompt_task_and_actions(prompt: str) -> tuple[str, list[str]]:
+    """The task and the recent actions a :func:`policy_prompt` shows, oldest first."""
+    task, actions = "", []
+    for line in prompt.splitlines():
+        if line.startswith(TASK_LINE):
+            task = line[len(TASK_LINE) :]
+        elif line.startswith("> "):
+            actions.append(line[2:].split(": ", 1)[0])
+        elif line == "Now:":
+            break
+    return task, actions
 
 
 def rank_completion(k: int, action: str) -> str:

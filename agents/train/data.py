@@ -19,7 +19,7 @@ from agents.train.rewards import Rollout
 
 Record = dict[str, Any]
 ENDED = ("succeeded", "failed", "abandoned")
-SCRIPTED_VERSIONS = frozenset({"expert", "random", ""})  # steps no model produced
+SCRIPTED_VERSIONS = frozenset({"expert", "explorer", "random", ""})  # steps no model produced
 
 
 class HistorySource(Protocol):
