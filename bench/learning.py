@@ -11,10 +11,12 @@ pool), each given the same wall time:
   in the other arms the forge is off, but episode begins still re-draw the pool's tasks.
 
 All arms start from the same models, warm-started once before the clock runs (not counted):
-oracle-playing agents (one per family) and a random agent play on a preparation server, a
-heuristic judge (the oracle's plan distance, with some votes flipped) judges their steps, the
-tiny policy is cloned from the oracle's choices (rank loss; per-step accuracy measured on the
-held-out tenth of the oracle's episodes), the tiny reward model from the judge's answers.
+demonstrating agents (one per family: the oracle, or with ``--demonstrator explorer`` the
+scripted explorer, which decides from the prompt alone) and a random agent play on a
+preparation server, a heuristic judge (the oracle's plan distance, with some votes flipped)
+judges their steps, the tiny policy is cloned from the demonstrator's choices in its successful
+episodes (rank loss; per-step accuracy measured on the held-out tenth of those episodes), the
+tiny reward model from the judge's answers.
 Each arm's policy agents are the preparation's players (same avatars, same pool tasks).
 
 Reports success rate over wall time per arm, per task family in the first and second half of
@@ -52,6 +54,7 @@ from agents.client import BigWorldClient  # noqa: E402
 from agents.models.tiny import ModelSpec, init_model  # noqa: E402
 from agents.policy_agent import (  # noqa: E402
     ExpertPolicy,
+    ExplorerPolicy,
     ModelPolicy,
     PolicyRunner,
     RandomPolicy,
@@ -153,10 +156,10 @@ class Start:
 
 
 def prepare(args: argparse.Namespace, work: Path) -> Start:
-    """An oracle-playing agent per family and a random agent play on a preparation server
+    """A demonstrating agent per family and a random agent play on a preparation server
     (forge off: its pool re-draws tasks, nothing adapts); a heuristic judge (the oracle's plan
     distance, some votes flipped) judges their steps. The tiny policy is cloned from the
-    oracle's choices (rank loss), the tiny reward model from the judge's answers. The world
+    demonstrator's choices (rank loss), the tiny reward model from the judge's answers. The world
     as it then stands is the start of every arm, so the arms' players meet the pool's tasks."""
     started = time.monotonic()
     world = work / "world"
@@ -164,12 +167,13 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
     players = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
-        expert = ExpertPolicy(
-            BigWorldClient(server.url, admin.create_agent("prep-t", "trainer").token)
-        )
+        demonstrator: ExpertPolicy | ExplorerPolicy = ExplorerPolicy(args.seed)
+        if args.demonstrator == "oracle":
+            token = admin.create_agent("prep-t", "trainer").token
+            demonstrator = ExpertPolicy(BigWorldClient(server.url, token))
         for family in args.families:
             players[family] = admin.create_agent(f"player-{family}", "policy").token
-            _play(server.url, players[family], expert, family, args.demos)
+            _play(server.url, players[family], demonstrator, family, args.demos)
             # the judge's bad examples, from an avatar of its own: a random walk can leave a
             # neighbourhood where no task of the family can be made any more
             other = admin.create_agent(f"random-{family}", "policy").token
@@ -181,7 +185,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
         )
         while judges.run_once():
             pass
-        choices: dict[int, list[Choice]] = defaultdict(list)  # episode → its oracle choices
+        choices: dict[int, list[Choice]] = defaultdict(list)  # episode → demonstrated choices
         verdicts, tasks = [], defaultdict(set)
         for row in admin.episodes():
             episode = episode_from_detail(admin.episode(row["id"]), votes=1, use_votes=True)
@@ -189,12 +193,13 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
                 continue
             tasks[episode.rollout.family].add(episode.rollout.task_id)
             for step in episode.steps:
-                if step.policy_version == "expert" and episode.rollout.success and step.choice:
+                demonstrated = step.policy_version == demonstrator.version
+                if demonstrated and episode.rollout.success and step.choice:
                     choices[episode.rollout.episode_id].append(step.choice)
                 verdicts += [Sample(step.reward_prompt, _short(v)) for v in step.votes if v.score]
     finally:
         server.stop()
-    episodes = sorted(choices)  # every tenth of the oracle's episodes is held out
+    episodes = sorted(choices)  # every tenth of the demonstrator's episodes is held out
     train = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 != 9]
     held_out = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 == 9]
     random.Random(args.seed).shuffle(train)
@@ -498,7 +503,14 @@ def main() -> int:
         default=["examine_in_light", "pick_and_place"],
         help="task families played (one policy agent each)",
     )
-    parser.add_argument("--demos", type=int, default=120, help="oracle episodes per family")
+    parser.add_argument(
+        "--demonstrator",
+        choices=("oracle", "explorer"),
+        default="oracle",
+        help="who plays the episodes the policy is cloned from: the oracle (sees the world) or "
+        "the scripted explorer (sees only the prompt, so its choices can be learned from it)",
+    )
+    parser.add_argument("--demos", type=int, default=120, help="demonstrated episodes per family")
     parser.add_argument(
         "--judge-noise", type=float, default=0.1, help="heuristic judge's flip rate"
     )
