@@ -105,8 +105,9 @@ class ExplorerPolicy:
     def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
         task, recent = prompt_task_and_actions(prompt)
         goal = next((m.groupdict() for p in self.TASKS if (m := p.match(task))), {})
-        action = self._choose(goal, list(admissible), recent)
-        k = list(admissible).index(action)
+        actions = list(admissible)
+        action = self._choose(goal, actions, recent)
+        k = actions.index(action)
         return Decision(k, action, prompt, rank_completion(k + 1, action))
 
     def _choose(self, goal: dict[str, Any], admissible: list[str], recent: list[str]) -> str:
@@ -114,12 +115,13 @@ class ExplorerPolicy:
         if thing is not None:
             puts = [a for a in admissible if a.startswith(f"put {thing} ")]
             if puts:  # holding it
-                place = [a for a in puts if a.endswith(f" {goal.get('receptacle')}")]
-                lamp = f"use {goal.get('lamp')}"
-                if place:
-                    return place[0]
-                if lamp in admissible and recent[-1:] != [lamp]:  # using it again turns it off
-                    return lamp
+                if goal.get("receptacle"):
+                    onto = [a for a in puts if a.endswith(f" {goal['receptacle']}")]
+                    if onto:
+                        return onto[0]
+                lamp = f"use {goal['lamp']}" if goal.get("lamp") else None
+                if lamp is not None and lamp in admissible and recent[-1:] != [lamp]:
+                    return lamp  # not twice in a row: using it again turns it off
                 if f"go to {goal['place']}" in admissible:
                     return f"go to {goal['place']}"
                 road = f"go to {goal['direction']} road" if goal.get("direction") else None
@@ -133,8 +135,8 @@ class ExplorerPolicy:
         return self._explore(admissible, recent, None)
 
     def _explore(self, admissible: list[str], recent: list[str], toward: str | None) -> str:
-        if toward in admissible and toward not in recent[-2:]:
-            return str(toward)
+        if toward is not None and toward in admissible and toward not in recent[-2:]:
+            return toward
         moves = [a for a in admissible if a.startswith("go to ")]
         fresh = [a for a in moves if a not in recent]
         rooms = [a for a in fresh if not a.endswith(" road")]

@@ -167,10 +167,11 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
     players = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
-        demonstrator: ExpertPolicy | ExplorerPolicy = ExplorerPolicy(args.seed)
-        if args.demonstrator == "oracle":
-            token = admin.create_agent("prep-t", "trainer").token
-            demonstrator = ExpertPolicy(BigWorldClient(server.url, token))
+        demonstrator = (
+            ExpertPolicy(BigWorldClient(server.url, admin.create_agent("prep-t", "trainer").token))
+            if args.demonstrator == "oracle"
+            else ExplorerPolicy(args.seed)
+        )
         for family in args.families:
             players[family] = admin.create_agent(f"player-{family}", "policy").token
             _play(server.url, players[family], demonstrator, family, args.demos)

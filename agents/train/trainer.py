@@ -97,7 +97,7 @@ class Trainer:
             pending=self.state.pending,
         )
         self.waiting: dict[int, Episode] = {}
-        self.scripted = 0  # ended episodes no model played (oracle, random): not learned from
+        self.scripted = 0  # ended episodes no model played (SCRIPTED_VERSIONS): not learned from
         for episode_id in self.state.waiting:  # ready before a restart: read them again
             self.feed.pending.setdefault(episode_id, clock())
         self.learners: dict[str, Learner] = {}
