@@ -19,11 +19,12 @@ import httpx
 
 @dataclass(frozen=True)
 class Sampling:
-    """Decoding settings: temperature 0 means greedy."""
+    """Decoding settings: temperature 0 means greedy; ``n`` answers are drawn per prompt."""
 
     temperature: float = 1.0
     max_new_tokens: int = 64
     seed: int = 0
+    n: int = 1
 
 
 class LanguageModel(Protocol):
@@ -31,7 +32,9 @@ class LanguageModel(Protocol):
 
     version: str
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]: ...
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+        """``sampling.n`` answers per prompt, prompt by prompt (``len(prompts) * n`` in all)."""
+        ...
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         """Summed log-probability of each completion after ``prompt`` (natural log)."""
@@ -62,25 +65,29 @@ class TransformersModel:
         self.version = version
 
     def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+        """All prompts in one batch (left-padded), ``sampling.n`` answers each, prompt by
+        prompt; greedy decoding gives one answer, repeated."""
         torch = self._torch
         torch.manual_seed(sampling.seed)
-        outputs = []
-        for prompt in prompts:
-            ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)
-            with torch.no_grad():
-                generated = self.model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=sampling.max_new_tokens,
-                    do_sample=sampling.temperature > 0,
-                    temperature=sampling.temperature if sampling.temperature > 0 else None,
-                    top_k=None,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.tokenizer.eos_token_id,
-                )
-            text = self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
-            outputs.append(str(text))  # one sequence decodes to one string
-        return outputs
+        batch = self.tokenizer(
+            list(prompts), return_tensors="pt", padding=True, padding_side="left"
+        ).to(self.device)
+        sample = sampling.temperature > 0
+        with torch.no_grad():
+            generated = self.model.generate(
+                **batch,
+                max_new_tokens=sampling.max_new_tokens,
+                do_sample=sample,
+                temperature=sampling.temperature if sample else None,
+                top_k=None,
+                num_return_sequences=sampling.n if sample else 1,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+            )
+        texts = self.tokenizer.batch_decode(
+            generated[:, batch.input_ids.shape[1] :], skip_special_tokens=True
+        )
+        return [str(t) for t in texts for _ in range(1 if sample else sampling.n)]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         """Each completion's summed log-prob, all in one forward pass (``candidate_logprobs``)."""
@@ -114,6 +121,7 @@ class OpenAIServerModel:
             "max_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
             "seed": sampling.seed,
+            "n": sampling.n,
         }
         reply = self.http.post("/v1/completions", json=body)
         reply.raise_for_status()
@@ -177,11 +185,13 @@ class VllmModel:
         from vllm import SamplingParams
 
         params = SamplingParams(
-            temperature=sampling.temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed
+            n=sampling.n,
+            temperature=sampling.temperature,
+            max_tokens=sampling.max_new_tokens,
+            seed=sampling.seed,
         )
-        return [
-            out.outputs[0].text for out in self.llm.generate(list(prompts), params, use_tqdm=False)
-        ]
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        return [answer.text for out in outs for answer in out.outputs]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         from vllm import SamplingParams

@@ -59,6 +59,9 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     run.add_argument("--temperature", type=float, default=1.0)
     run.add_argument("--max-new-tokens", type=int, default=64)
     run.add_argument("--votes", type=int, default=3, help="judgments per step (reward)")
+    run.add_argument(
+        "--batch-steps", type=int, default=8, help="steps judged in one model call (reward)"
+    )
     run.add_argument("--noise", type=float, default=0.0, help="vote flip rate (heuristic)")
     run.add_argument(
         "--family",
@@ -133,7 +136,11 @@ def build_runner(args: argparse.Namespace) -> Any:
     else:
         judge = reward_agent.ModelJudge(_model(args), sampling)
     return reward_agent.RewardRunner(
-        client, judge, reward_agent.RewardConfig(votes=args.votes, reload_poll_s=args.poll)
+        client,
+        judge,
+        reward_agent.RewardConfig(
+            votes=args.votes, batch_steps=args.batch_steps, reload_poll_s=args.poll
+        ),
     )
 
 

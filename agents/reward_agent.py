@@ -2,8 +2,9 @@
 
 For each step it shows the reward model the policy's prompt, the policy's answer and the next
 observation; the model reasons and answers ``\\boxed{1}`` or ``\\boxed{-1}``. Unparseable
-answers count 0. Judgments carry their vote number, so resending them after a lost answer or a
-crash stores nothing twice.
+answers count 0. A model judge answers a batch of steps in one call, m answers per step.
+Judgments carry their vote number, so resending them after a lost answer or a crash stores
+nothing twice.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,7 +36,9 @@ class Judge(Protocol):
     version: str
     has_weights: bool  # False: scripted; new registered versions do not concern it
 
-    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]: ...
+    def judge(self, episode: Record, steps: Sequence[Record], votes: int) -> list[list[Vote]]:
+        """``votes`` votes for each of ``steps`` (steps of ``episode``), in their order."""
+        ...
 
     def reload(self, path: Path, version: str) -> None: ...
 
@@ -59,24 +62,22 @@ class ModelJudge:
     def reload(self, path: Path, version: str) -> None:
         self.model.reload(path, version)
 
-    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]:
-        prompt = prompts.reward_prompt(
-            step.get("prompt") or "",
-            step.get("completion") or "",
-            step["action"],
-            step["observation"],
-        )
-        out = []
-        for j in range(votes):
-            sampling = Sampling(
-                self.sampling.temperature,
-                self.sampling.max_new_tokens,
-                self.sampling.seed + 7919 * j + step["step"],
+    def judge(self, episode: Record, steps: Sequence[Record], votes: int) -> list[list[Vote]]:
+        texts = [
+            prompts.reward_prompt(
+                step.get("prompt") or "",
+                step.get("completion") or "",
+                step["action"],
+                step["observation"],
             )
-            answer = self.model.generate([prompt], sampling)[0]
-            parsed = prompts.parse_judgment(answer)
-            out.append(Vote(parsed.value or 0, answer))
-        return out
+            for step in steps
+        ]
+        sampling = replace(self.sampling, seed=self.sampling.seed + steps[0]["step"], n=votes)
+        answers = self.model.generate(texts, sampling)
+        return [
+            [Vote(prompts.parse_judgment(a).value or 0, a) for a in answers[i : i + votes]]
+            for i in range(0, len(answers), votes)
+        ]
 
 
 class HeuristicJudge:
@@ -93,7 +94,10 @@ class HeuristicJudge:
     def reload(self, path: Path, version: str) -> None:
         """No weights."""
 
-    def judge(self, episode: Record, step: Record, votes: int) -> list[Vote]:
+    def judge(self, episode: Record, steps: Sequence[Record], votes: int) -> list[list[Vote]]:
+        return [self._votes(episode, step, votes) for step in steps]
+
+    def _votes(self, episode: Record, step: Record, votes: int) -> list[Vote]:
         before, after = step.get("distance_before"), step.get("distance")
         if step.get("success"):
             score, why = 1, "the goal holds after this step"
@@ -120,6 +124,7 @@ def _unit(*key: object) -> float:
 @dataclass
 class RewardConfig:
     votes: int = 3  # m: judgments per step
+    batch_steps: int = 8  # steps judged in one call of the judge (and stored in one request)
     poll_s: float = 1.0  # wait between looks for unjudged episodes
     reload_poll_s: float = 5.0
 
@@ -143,15 +148,16 @@ class RewardRunner:
     def judge_episode(self, episode_id: int | str) -> int:
         detail = self.client.episode(episode_id)
         have = {(j["step"], j.get("vote", 0)) for j in detail.get("judgments") or ()}
-        steps: Sequence[Record] = detail.get("steps") or ()
+        m = self.config.votes
+        due: list[Record] = []
         previous_distance = detail.get("distance")
-        posted = 0
-        for step in steps:
-            step = {**step, "distance_before": previous_distance}
+        for step in detail.get("steps") or ():
+            if not all((step["step"], j) in have for j in range(m)):
+                due.append({**step, "distance_before": previous_distance})
             previous_distance = step.get("distance")
-            if all((step["step"], j) in have for j in range(self.config.votes)):
-                continue
-            votes = self.judge.judge(detail, step, self.config.votes)
+        posted, size = 0, max(1, self.config.batch_steps)
+        for start in range(0, len(due), size):
+            batch = due[start : start + size]
             body = [
                 {
                     "step": step["step"],
@@ -160,12 +166,13 @@ class RewardRunner:
                     "rationale": v.rationale[:2000],
                     "model_version": self.judge.version,
                 }
+                for step, votes in zip(batch, self.judge.judge(detail, batch, m), strict=True)
                 for j, v in enumerate(votes)
                 if (step["step"], j) not in have
             ]
             self.client.post_judgments(episode_id, body)
             posted += len(body)
-            self.judged_steps += 1
+            self.judged_steps += len(batch)
         self.judged_episodes += 1
         return posted
 

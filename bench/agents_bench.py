@@ -1,11 +1,14 @@
-"""Policy agents end to end on CPU: steps per second with a tiny model in both decoding modes,
-and the share of wall time spent in the server versus in the model.
+"""Agents end to end on CPU: policy steps per second with a tiny model in both decoding modes
+(and the share of wall time spent in the server versus in the model), then reward-model votes
+per second on the steps they played.
 
-Starts its own world server (SQLite in a temp folder) on a free port and a tiny policy model,
-then runs one policy runner per mode for a fixed number of steps. The random policy is the
-baseline measured in the same run (server cost alone). Not a test:
+Starts its own world server (SQLite in a temp folder) on a free port and tiny models, then runs
+one policy runner per mode for a fixed number of steps. The random policy is the baseline
+measured in the same run (server cost alone). The tiny reward model then judges the played
+steps, m = 3 votes each: one model call per vote is the baseline, against one call per step
+and one call per batch of steps (what the reward agent does). Not a test:
 
-    .venv/bin/python bench/agents_bench.py [--steps 60]
+    .venv/bin/python bench/agents_bench.py [--steps 60] [--judged 48]
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from agents.backends import Sampling, TransformersModel  # noqa: E402
 from agents.client import BigWorldClient  # noqa: E402
 from agents.models.tiny import init_model  # noqa: E402
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig  # noqa: E402
+from agents.reward_agent import ModelJudge  # noqa: E402
+
+VOTES = 3
 
 
 def _free_port() -> int:
@@ -81,9 +87,35 @@ def _run(
     }
 
 
+def _judge(admin: BigWorldClient, model_dir: Path, limit: int) -> dict[str, float]:
+    """Votes per second over the first ``limit`` played steps, by steps per model call."""
+    judge = ModelJudge(TransformersModel(model_dir, device="cpu"), Sampling(1.0, 24, 0))
+    steps = [
+        (detail, step)
+        for row in admin.episodes()
+        for detail in [admin.episode(row["id"])]
+        for step in detail["steps"]
+    ][:limit]
+    judge.judge(steps[0][0], [steps[0][1]], 1)  # warm-up, not timed
+    rates = {}
+    start = time.perf_counter()
+    for detail, step in steps:  # the baseline: m calls of one answer each
+        for _ in range(VOTES):
+            judge.judge(detail, [step], 1)
+    rates["one call per vote"] = len(steps) * VOTES / (time.perf_counter() - start)
+    for size in (1, 8):
+        start = time.perf_counter()
+        for i in range(0, len(steps), size):
+            batch = steps[i : i + size]  # a batch may span episodes here; the agent's does not
+            judge.judge(batch[0][0], [step for _, step in batch], VOTES)
+        rates[f"{size} step(s) per call"] = len(steps) * VOTES / (time.perf_counter() - start)
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="steps per mode")
+    parser.add_argument("--judged", type=int, default=48, help="steps the reward model judges")
     args = parser.parse_args()
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,6 +143,7 @@ def main() -> None:
                     args.steps,
                 ),
             }
+            votes = _judge(admin, init_model("reward", Path(tmp) / "reward"), args.judged)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -120,6 +153,10 @@ def main() -> None:
         print(
             f"{name:<24}{r['steps/s']:>10.1f}{r['steps/s'] / base:>10.2f}x{r['model']:>9.0%}{r['server']:>11.0%}"
         )
+    base = votes["one call per vote"]
+    print(f"\n{'reward model, m = 3':<24}{'votes/s':>10}{'vs per vote':>13}")
+    for name, rate in votes.items():
+        print(f"{name:<24}{rate:>10.1f}{rate / base:>12.2f}x")
 
 
 if __name__ == "__main__":
