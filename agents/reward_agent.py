@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -125,6 +126,7 @@ def _unit(*key: object) -> float:
 class RewardConfig:
     votes: int = 3  # m: judgments per step
     batch_steps: int = 8  # steps judged in one call of the judge (and stored in one request)
+    relist_s: float = 10.0  # look again for newly ended episodes after judging this long
     poll_s: float = 1.0  # wait between looks for unjudged episodes
     reload_poll_s: float = 5.0
 
@@ -177,10 +179,13 @@ class RewardRunner:
         return posted
 
     def run_once(self) -> int:
-        """Judge every ended episode with a step short of m votes; returns how many."""
-        done = 0
-        for row in self.client.episodes(needs_votes=self.config.votes):
-            if self.stop.is_set():
+        """Judge ended episodes with a step short of m votes, newest first, until none is left
+        or ``relist_s`` has passed; returns how many. The trainer learns from fresh rollouts,
+        so a judge that fell behind (or joined a world with an unjudged past) serves them
+        first and works the backlog off while it keeps up."""
+        done, listed = 0, time.monotonic()
+        for row in reversed(list(self.client.episodes(needs_votes=self.config.votes))):
+            if self.stop.is_set() or time.monotonic() - listed > self.config.relist_s:
                 break
             try:
                 self.judge_episode(row["id"])

@@ -11,8 +11,9 @@ pool), each given the same wall time:
   in the other arms the forge is off, but episode begins still re-draw the pool's tasks.
 
 All arms start from the same models, warm-started once before the clock runs (not counted):
-demonstrating agents (one per family: the oracle, or with ``--demonstrator explorer`` the
-scripted explorer, which decides from the prompt alone) and a random agent play on a
+demonstrating agents (one per family: the scripted explorer, which decides from the prompt
+alone, or with ``--demonstrator oracle`` the oracle, whose choices rest on what the prompt does
+not show) and a random agent play on a
 preparation server, a heuristic judge (the oracle's plan distance, with some votes flipped)
 judges their steps, the tiny policy is cloned from the demonstrator's choices in its successful
 episodes (rank loss; per-step accuracy measured on the held-out tenth of those episodes), the
@@ -22,7 +23,7 @@ Each arm's policy agents are the preparation's players (same avatars, same pool 
 Reports success rate over wall time per arm, per task family in the first and second half of
 each arm's episodes, and the trainer's figures; writes ``learning.json`` and ``learning.png``::
 
-    .venv/bin/python bench/learning.py --minutes 5          # about 35 minutes in all
+    .venv/bin/python bench/learning.py --minutes 5          # about 40 minutes in all
     .venv/bin/python bench/learning.py --minutes 1 --arms frozen outcome_only   # smoke
 """
 
@@ -80,6 +81,7 @@ ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "integrated_rm": ("integrated_rm", False),
     "integrated_rm_forge": ("integrated_rm", True),
 }
+VOTES = 3  # m: the judges' votes per step (the trainer's default)
 COLOURS = {
     "frozen": (120, 120, 120),
     "outcome_only": (31, 119, 180),
@@ -182,14 +184,14 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
         judges = RewardRunner(
             BigWorldClient(server.url, admin.create_agent("prep-judge", "reward").token),
             HeuristicJudge(noise=args.judge_noise, seed=args.seed),
-            RewardConfig(votes=1),
+            RewardConfig(votes=VOTES),  # so the arms' judges find no past to judge
         )
         while judges.run_once():
             pass
         choices: dict[int, list[Choice]] = defaultdict(list)  # episode → demonstrated choices
         verdicts, tasks = [], defaultdict(set)
         for row in admin.episodes():
-            episode = episode_from_detail(admin.episode(row["id"]), votes=1, use_votes=True)
+            episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
             if episode is None:
                 continue
             tasks[episode.rollout.family].add(episode.rollout.task_id)
@@ -268,8 +270,9 @@ def _kept(folder: Path) -> Start:
 
 
 def _short(vote: Any) -> str:
-    """The judge's answer, short: a tiny model learns to end with the verdict."""
-    return f"{vote.rationale.split('.')[0]}. \\boxed{{{vote.score}}}"
+    """The judge's verdict in under 20 tokens, so that the tiny judge's answers (at most 24
+    new tokens in the arms) end with their box: the heuristic's own rationale takes 33."""
+    return "closer. \\boxed{1}" if vote.score > 0 else "not closer. \\boxed{-1}"
 
 
 # --- one arm ---------------------------------------------------------------------------------
@@ -283,6 +286,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
     server = serve(world, args, **env)
     played, stops, threads = Played(), [], []
     trainer: Trainer | None = None
+    judges: RewardRunner | None = None
     try:
         admin = BigWorldClient(server.url, server.admin_token)
         started = time.monotonic()
@@ -304,7 +308,9 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 TransformersModel(start.reward, version="init", device="cpu"), sampling
             )
             judges = RewardRunner(
-                BigWorldClient(server.url, token), judge, RewardConfig(votes=3, reload_poll_s=2.0)
+                BigWorldClient(server.url, token),
+                judge,
+                RewardConfig(votes=VOTES, reload_poll_s=2.0),
             )
             stops.append(judges.stop)
             threads.append(start_thread(judges.run))
@@ -312,6 +318,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             token = admin.create_agent(f"{name}-trainer", "trainer").token
             config = TrainConfig(
                 mode=mode,
+                votes=VOTES,
                 group_by=args.group_by,
                 group_size=8,
                 min_samples=args.min_samples,
@@ -346,8 +353,19 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stop.set()
         for thread in threads:
             thread.join(timeout=120)
+        backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
     finally:
         server.stop()
+    flow = {}  # where the arm's episodes went: judged, waiting, learned from or given up
+    if judges is not None:
+        flow |= {"judged_episodes": judges.judged_episodes, "unjudged_at_end": backlog}
+    if trainer is not None:
+        flow |= {
+            "trainer_dropped": trainer.feed.dropped,
+            "trainer_waiting_for_votes": len(trainer.feed.pending),
+            "trainer_waiting_for_group": len(trainer.waiting),
+            "trainer_scripted": trainer.scripted,
+        }
     return {
         "arm": name,
         "mode": mode,
@@ -355,6 +373,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "episodes": played.rows,
         "updates": trainer.history if trainer is not None else [],
         "versions": sorted({r["version"] for r in played.rows}),
+        "flow": flow,
     }
 
 
@@ -399,6 +418,7 @@ def summarise(result: dict[str, Any], minutes: float, buckets: int = 10) -> dict
         "per_family": per_family,
         "updates": len(result["updates"]),
         "versions_played": result["versions"],
+        "flow": result["flow"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
     }
 
@@ -507,7 +527,7 @@ def main() -> int:
     parser.add_argument(
         "--demonstrator",
         choices=("oracle", "explorer"),
-        default="oracle",
+        default="explorer",
         help="who plays the episodes the policy is cloned from: the oracle (sees the world) or "
         "the scripted explorer (sees only the prompt, so its choices can be learned from it)",
     )
@@ -568,6 +588,8 @@ def main() -> int:
         )
     for s in summaries:
         print(f"{s['arm']}: per family (first half → second half) {json.dumps(s['per_family'])}")
+        if s["flow"]:
+            print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
     return 0
 

@@ -167,10 +167,16 @@ class EpisodeFeed:
         return new
 
     def ready(self) -> list[Episode]:
-        """Pending episodes that can be learned from now (each returned once)."""
+        """Pending episodes that can be learned from now (each returned once). One listing of
+        the episodes still short of m judgments spares fetching those again and again."""
+        short: set[int] = set()
+        if self.use_votes and self.pending:
+            short = {int(row["id"]) for row in self.source.episodes(needs_votes=self.votes)}
         out = []
         for episode_id, seen in sorted(self.pending.items()):
             try:
+                if episode_id in short:
+                    raise NotReady(f"episode {episode_id} is listed short of judgments")
                 episode = episode_from_detail(
                     self.source.episode(episode_id), votes=self.votes, use_votes=self.use_votes
                 )

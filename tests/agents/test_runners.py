@@ -123,7 +123,7 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
         assert not any(s["parse_failed"] for c in creds[:3] for s in by_agent[c.id])
 
 
-def test_heuristic_judge_scores_by_recorded_oracle_distance(tmp_path: Path) -> None:
+def test_heuristic_judge_scores_by_recorded_oracle_distance_newest_episode_first(tmp_path: Path) -> None:
     env = {"BIGWORLD_STEP_BUDGET": "6", "BIGWORLD_RECORD_DISTANCE": "true"}
     with live_server(tmp_path / "data", env=env) as server:
         admin = BigWorldClient(server.url, server.admin_token)
@@ -136,9 +136,11 @@ def test_heuristic_judge_scores_by_recorded_oracle_distance(tmp_path: Path) -> N
         judge = RewardRunner(
             BigWorldClient(server.url, admin.create_agent("rex", "reward").token),
             HeuristicJudge(),
-            RewardConfig(votes=2),
+            RewardConfig(votes=2, batch_steps=4),
         )
         assert judge.run_once() == 3
+        first_judgment = [admin.episode(e["id"])["judgments"][0]["id"] for e in admin.episodes()]
+        assert first_judgment == sorted(first_judgment, reverse=True)  # the newest came first
         for summary in admin.episodes():
             e = admin.episode(summary["id"])
             before = e["distance"]

@@ -33,6 +33,7 @@ class FakeServer:
         self.down = 0
         self.lose_answer = False
         self.calls = 0
+        self.reads = 0  # episode details read
 
     def _gate(self) -> None:
         self.calls += 1
@@ -49,6 +50,7 @@ class FakeServer:
 
     def episode(self, episode_id: int | str) -> dict[str, Any]:
         self._gate()
+        self.reads += 1
         return copy.deepcopy(self.details[int(episode_id)])
 
     def episodes(self, *, page_size: int | None = None, **filters: Any) -> Iterator[dict[str, Any]]:
@@ -57,6 +59,7 @@ class FakeServer:
             {"id": i, "status": d["status"]}
             for i, d in sorted(self.details.items())
             if filters.get("status") in (None, d["status"])
+            and (filters.get("needs_votes") is None or _short(d, filters["needs_votes"]))
         ]
         return iter(rows)
 
@@ -144,6 +147,14 @@ class FakeServer:
     def add_round(self, version: str, tasks: tuple[str, ...] = ("a", "b")) -> list[int]:
         """One success and one failure per task: every group has signal."""
         return [self.add_episode(t, o, version=version) for t in tasks for o in (1, -1)]
+
+
+def _short(detail: dict[str, Any], votes: int) -> bool:
+    """An episode with a step judged fewer than ``votes`` times (the server's needs_votes)."""
+    counts = {s["step"]: 0 for s in detail["steps"]}
+    for j in detail["judgments"]:
+        counts[j["step"]] += 1
+    return min(counts.values(), default=votes) < votes
 
 
 def config(**overrides: Any) -> TrainConfig:
@@ -267,6 +278,7 @@ def test_the_trainer_waits_for_m_judgments_unless_outcome_only(
     )
     short = server.add_episode("a", 1, version="1", votes=2)
     assert t.collect() == 0 and short in t.feed.pending
+    assert t.collect() == 0 and server.reads == 0  # listed as short: never fetched meanwhile
     clock[0] = 61.0
     t.collect()
     assert short not in t.feed.pending and t.feed.dropped == 1
