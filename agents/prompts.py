@@ -8,7 +8,7 @@ must be an ASCII integer, and anything else is a parse failure that the caller f
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 BOX = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -143,3 +143,14 @@ def parse_judgment(answer: str) -> Parsed:
     if parsed.value not in (1, -1):
         return Parsed(None, f"judgment must be 1 or -1, got {parsed.value}")
     return parsed
+
+
+def template_texts() -> Iterator[str]:
+    """The fixed words of the agents' prompts and answers, once each: a tokenizer trained on
+    the world's texts alone spells them out (``\\boxed{3}`` took 8 tokens)."""
+    actions = [f"go to place {k}" for k in range(1, 41)]
+    prompt = policy_prompt("a task", [Turn("look", "Nothing happens.")], "Now.", actions)
+    yield prompt
+    yield reward_prompt(prompt, rank_completion(1, actions[0]), actions[0], "Nothing happens.")
+    yield from (rank_completion(k, "look") for k in range(1, len(actions) + 1))
+    yield from ("good. \\boxed{1}", "bad. \\boxed{-1}")

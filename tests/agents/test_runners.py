@@ -123,7 +123,9 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
         assert not any(s["parse_failed"] for c in creds[:3] for s in by_agent[c.id])
 
 
-def test_heuristic_judge_scores_by_recorded_oracle_distance_newest_episode_first(tmp_path: Path) -> None:
+def test_heuristic_judge_scores_by_recorded_oracle_distance_newest_episode_first(
+    tmp_path: Path,
+) -> None:
     env = {"BIGWORLD_STEP_BUDGET": "6", "BIGWORLD_RECORD_DISTANCE": "true"}
     with live_server(tmp_path / "data", env=env) as server:
         admin = BigWorldClient(server.url, server.admin_token)
