@@ -270,8 +270,8 @@ def _kept(folder: Path) -> Start:
 
 
 def _short(vote: Any) -> str:
-    """The judge's verdict in under 20 tokens, so that the tiny judge's answers (at most 24
-    new tokens in the arms) end with their box: the heuristic's own rationale takes 33."""
+    """The judge's verdict in about 10 tokens, so that the tiny judge's answers (at most 24
+    new tokens in the arms) end with their box; the heuristic's first sentence took 33."""
     return "closer. \\boxed{1}" if vote.score > 0 else "not closer. \\boxed{-1}"
 
 
