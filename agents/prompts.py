@@ -86,6 +86,14 @@ def prompt_task_and_actions(prompt: str) -> tuple[str, list[str]]:
     return task, actions
 
 
+VERDICTS = (1, -1)  # the reward model's two answers, in the order a rank-mode judge scores them
+
+
+def verdict_completion(score: int) -> str:
+    """The completion a ``rank``-mode judge is scored on for the verdict ``score`` (±1)."""
+    return f"\\boxed{{{score}}}"
+
+
 def rank_completion(k: int, action: str) -> str:
     """The completion a ``rank``-mode policy is scored on for action number ``k``."""
     return f"{action}\n\\boxed{{{k}}}"

@@ -229,6 +229,8 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
             prompt=body.prompt,
             completion=body.completion,
             parse_failed=body.parse_failed,
+            mode=body.mode,
+            temperature=body.temperature,
             distance=distance,
         )
         session.commit()

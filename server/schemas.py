@@ -3,7 +3,7 @@ describes them all). Requests are strict: no type coercion, no unknown fields.""
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,6 +12,10 @@ MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
 MAX_COMPLETION_CHARS = 8 * 1024
 Role = Literal["admin", "policy", "reward", "trainer", "observer"]
 Status = Literal["open", "succeeded", "failed", "abandoned"]
+# How a model chose: ranking the candidates (scores of each after the prompt) or generating text.
+DecodeMode = Literal["rank", "generate"]
+# The sampling temperature it chose at: 0 is greedy; finite, as a trainer divides by it.
+Temperature = Annotated[float, Field(ge=0.0, le=1000.0, allow_inf_nan=False)]
 T = TypeVar("T")
 
 
@@ -158,6 +162,8 @@ class StepIn(Request):
     parse_failed: bool = Field(
         False, description="the answer could not be parsed; action fell back"
     )
+    mode: DecodeMode | None = Field(None, description="how the policy chose: rank or generate")
+    temperature: Temperature | None = Field(None, description="the temperature it sampled at")
 
 
 class StepOut(BaseModel):
@@ -176,6 +182,8 @@ class StepRecord(StepOut):
     prompt: str | None
     completion: str | None
     parse_failed: bool
+    mode: DecodeMode | None
+    temperature: float | None
     distance: int | None = Field(description="oracle plan length after the step, when recorded")
 
 
@@ -187,6 +195,8 @@ class JudgmentIn(Request):
     score: Literal[-1, 0, 1]
     rationale: str = Field("", max_length=8192)
     model_version: str = Field(max_length=128)
+    mode: DecodeMode | None = Field(None, description="how the judge chose: rank or generate")
+    temperature: Temperature | None = Field(None, description="the temperature it sampled at")
 
 
 class JudgmentOut(BaseModel):
@@ -196,6 +206,8 @@ class JudgmentOut(BaseModel):
     score: int
     rationale: str
     model_version: str
+    mode: DecodeMode | None
+    temperature: float | None
     agent_id: int
 
 

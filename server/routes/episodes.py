@@ -118,6 +118,8 @@ def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep)
             prompt=s.prompt,
             completion=s.completion,
             parse_failed=s.parse_failed,
+            mode=s.mode,
+            temperature=s.temperature,
             distance=s.distance,
         )
         for s in records.steps_of(session=session, episode_id=episode.id)
@@ -169,6 +171,8 @@ def judge_steps(
                     "score": j.score,
                     "rationale": j.rationale,
                     "model_version": j.model_version,
+                    "mode": j.mode,
+                    "temperature": j.temperature,
                     "created_at": now,
                 }
                 for j in judgments
@@ -214,5 +218,7 @@ def _judgment_out(j: JudgmentRow) -> JudgmentOut:
         score=j.score,
         rationale=j.rationale,
         model_version=j.model_version,
+        mode=j.mode,
+        temperature=j.temperature,
         agent_id=j.agent_id,
     )

@@ -48,6 +48,34 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
         ("action too long", 422, lambda: ann.post(steps, json={"step": 2, "action": "l" * 513})),
         ("empty action", 422, lambda: ann.post(steps, json={"step": 2, "action": ""})),
         (
+            "unknown decoding mode",
+            422,
+            lambda: ann.post(steps, json={"step": 2, "action": "look", "mode": "beam"}),
+        ),
+        (
+            "non-finite temperature",
+            422,
+            lambda: ann.post(
+                steps,
+                content=b'{"step": 2, "action": "look", "temperature": NaN}',
+                headers=json_headers,
+            ),
+        ),
+        (
+            "infinite temperature",
+            422,
+            lambda: ann.post(
+                steps,
+                content=b'{"step": 2, "action": "look", "temperature": Infinity}',
+                headers=json_headers,
+            ),
+        ),
+        (
+            "negative temperature",
+            422,
+            lambda: ann.post(steps, json={"step": 2, "action": "look", "temperature": -1}),
+        ),
+        (
             "control characters",
             422,
             lambda: ann.post(steps, json={"step": 2, "action": "look\u0000"}),

@@ -18,7 +18,8 @@ def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> Non
     assert start["admissible_actions"] and start["tick"] == 0
     episode = start["episode_id"]
 
-    first = ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look"})
+    decoded = {"mode": "rank", "temperature": 0.5}  # recorded for the trainer, not answered
+    first = ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look", **decoded})
     assert first.status_code == 200, first.text
     assert first.json()["step"] == 1 and first.json()["tick"] == 1 and first.json()["done"] is False
 
@@ -51,6 +52,7 @@ def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> Non
 
     detail = ann.get(f"/v1/episodes/{episode}").json()
     assert [s["step"] for s in detail["steps"]] == [1] and detail["steps"][0]["action"] == "look"
+    assert {k: detail["steps"][0][k] for k in decoded} == decoded
     assert detail["observation"] == start["observation"]
 
     # Nothing reset: the next episode starts where the avatar stands, at the same tick.

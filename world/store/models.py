@@ -236,6 +236,8 @@ class StepRow(Base):
     prompt: Mapped[str | None] = mapped_column(Text)
     completion: Mapped[str | None] = mapped_column(Text)
     parse_failed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    mode: Mapped[str | None] = mapped_column(String(16))  # rank | generate: how it chose
+    temperature: Mapped[float | None] = mapped_column(Float)  # the temperature it sampled at
     distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length after the step
 
 
@@ -252,6 +254,8 @@ class JudgmentRow(Base):
     score: Mapped[int] = mapped_column(Integer)
     rationale: Mapped[str] = mapped_column(Text)
     model_version: Mapped[str] = mapped_column(String(128))
+    mode: Mapped[str | None] = mapped_column(String(16))  # rank | generate: how it chose
+    temperature: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
 
     # One judgment per vote slot: a resent batch stores nothing twice.
