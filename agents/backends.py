@@ -91,12 +91,11 @@ class TransformersModel:
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         """Each completion's summed log-prob, all in one forward pass (``candidate_logprobs``)."""
-        from agents.models.tiny import candidate_logprobs  # torch loads with the model
+        from agents.models.tiny import candidate_logprobs, encode_candidates
 
-        eos = self.tokenizer.eos_token_id
-        rows = [self.tokenizer(c).input_ids + [eos] for c in completions]
+        ids, rows = encode_candidates(self.tokenizer, prompt, completions)
         with self._torch.no_grad():
-            scores = candidate_logprobs(self.model, self.tokenizer(prompt).input_ids, rows)
+            scores = candidate_logprobs(self.model, ids, rows)
         return [float(x) for x in scores]
 
 

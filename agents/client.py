@@ -267,7 +267,7 @@ def _step_flow(
     episode_id: Id, step: int, action: str, record: Record | None = None
 ) -> Flow[StepResult]:
     # ``record``: what the trainer needs later (policy_version, prompt, completion,
-    # parse_failed); stored with the step.
+    # parse_failed, mode, temperature); stored with the step.
     body = {**(record or {}), "step": step, "action": action}
     reply = yield Request("POST", f"/v1/episodes/{episode_id}/steps", json=body)
     if reply.status == 409 and reply.maybe_applied:

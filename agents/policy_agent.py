@@ -47,6 +47,8 @@ class Decision:
     completion: str
     parse_failed: bool = False
     reason: str = ""
+    mode: str | None = None  # rank | generate for a model's choice; None for scripted ones
+    temperature: float | None = None  # the temperature it sampled at (0: greedy)
 
 
 class Policy(Protocol):
@@ -226,16 +228,27 @@ class ModelPolicy(_Wrapping):
         if self.mode == "rank":
             completions = [rank_completion(k + 1, a) for k, a in enumerate(admissible)]
             scores = self.model.score(prompt, completions)
-            k, _ = softmax_sample(scores, self.sampling.temperature, float(self.rng.random()))
-            return Decision(k, admissible[k], prompt, completions[k])
+            temperature = self.sampling.temperature
+            k, _ = softmax_sample(scores, temperature, float(self.rng.random()))
+            return Decision(
+                k, admissible[k], prompt, completions[k], False, "", "rank", temperature
+            )
         sampling = Sampling(
             self.sampling.temperature, self.sampling.max_new_tokens, self.sampling.seed + self.calls
         )
         completion = self.model.generate([prompt], sampling)[0]
         parsed = parse_choice(completion, len(admissible))
-        if parsed.value is None:  # fall back to the first action and flag the step
-            return Decision(0, admissible[0], prompt, completion, True, parsed.reason)
-        return Decision(parsed.value, admissible[parsed.value], prompt, completion)
+        failed, k = parsed.value is None, parsed.value or 0  # unparsed: the first, flagged
+        return Decision(
+            k,
+            admissible[k],
+            prompt,
+            completion,
+            failed,
+            parsed.reason,
+            "generate",
+            sampling.temperature,
+        )
 
 
 @dataclass
@@ -339,6 +352,12 @@ class PolicyRunner:
                 "prompt": decision.prompt,
                 "completion": decision.completion,
                 "parse_failed": decision.parse_failed,
+                # how the model chose, so that the trainer scores the distribution that sampled
+                **(
+                    {"mode": decision.mode, "temperature": decision.temperature}
+                    if decision.mode
+                    else {}
+                ),
             }
             self.stats.parse_failures += decision.parse_failed
             self.stats.versions.add(self.policy.version)

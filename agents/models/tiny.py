@@ -8,6 +8,7 @@ local Hugging Face checkpoint, through the same ``from_pretrained`` path.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from transformers import (
 from agents.models.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer
 
 KINDS = ("policy", "reward")
+MAX_PROMPT_TOKENS = 2048  # longer prompts keep their end (the actions and the question)
 MANIFEST = "bigworld.json"  # kind, version and the spec a model directory was built from
 
 
@@ -96,6 +98,19 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, PreTrainedTokenize
     model = model.to(device)
     model.eval()
     return model, tokenizer
+
+
+def encode_candidates(
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str,
+    completions: Sequence[str],
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+) -> tuple[list[int], list[list[int]]]:
+    """A rank decision's ids as agents score it and the trainer trains it: the prompt's last
+    ``max_prompt_tokens`` ids, and each candidate completion's ids + end-of-sequence."""
+    eos = tokenizer.eos_token_id
+    rows = [tokenizer(c).input_ids + [eos] for c in completions]
+    return tokenizer(prompt).input_ids[-max_prompt_tokens:], rows
 
 
 def candidate_logprobs(model: Any, prompt: list[int], rows: list[list[int]]) -> torch.Tensor:

@@ -12,7 +12,8 @@ MODES = ("outcome_only", "integrated_frozen_rm", "integrated_rm")
 - ``integrated_frozen_rm``: R_i = O + (λ/m)·Σ_j S_ij, the reward model stays as it is;
 - ``integrated_rm``: integrated feedback, and the reward model learns from consistency rewards.
 """
-GROUP_KEYS = ("task", "family")
+GROUP_KEYS = ("task", "family", "distance")
+KL_REFERENCES = ("start", "rollout")
 WARM_START_LOSSES = ("rank", "text")
 
 
@@ -25,7 +26,10 @@ class TrainConfig:
     lam: float = 1.0  # λ: weight of the reward model's mean vote in the step reward
     votes: int = 3  # m: judgments per step the trainer waits for (first m by vote number)
     # -- grouping and filters (design §7) ----------------------------------------------------
-    group_by: str = "task"  # rollouts are grouped by (task id | family, policy version)
+    # Rollouts are compared within (task id | family | family and start distance, version):
+    # "distance" puts together episodes of one family whose start was as far from the goal by
+    # the oracle's plan, which a persistent world repeats far more often than a task and start.
+    group_by: str = "distance"
     min_group_size: int = 2  # a group with fewer rollouts gives no advantage and is dropped
     group_size: int = 4  # an all-success or all-failure group this big is given up
     max_staleness: int = 2  # waiting rollouts more versions behind than this are dropped
@@ -33,8 +37,13 @@ class TrainConfig:
     include_abandoned: bool = False  # abandons come from outside the policy (shutdown, idle)
     judgment_wait_s: float = 120.0  # an episode still short of m votes per step then is dropped
     # -- the loss (agents/train/loss.py) -----------------------------------------------------
-    clip_eps: float = 0.2  # PPO ε: the token ratio new/rollout is clipped to [1-ε, 1+ε]
-    kl_beta: float = 0.01  # β of the k3 KL estimate to the rollout policy's log-probs
+    clip_eps: float = 0.2  # PPO ε: a decision's (or token's) ratio new/rollout, in [1-ε, 1+ε]
+    kl_beta: float = 0.01  # β of the k3 KL estimate to the reference's log-probs
+    # The KL's reference: "start", the version the run started from (anchors successive
+    # updates, which noise in the advantages would otherwise let drift), or "rollout", the
+    # version that sampled (a trust region within one update: zero on its first pass).
+    kl_reference: str = "start"
+    parse_failure_advantage: float = -1.0  # a generated answer that did not parse chose nothing
     unparseable_vote_reward: float = -2.0  # consistency reward of a vote that did not parse
     max_prompt_tokens: int = 2048  # longer prompts keep their end (actions and the question)
     # -- optimisation ------------------------------------------------------------------------
@@ -72,6 +81,8 @@ class TrainConfig:
             raise ValueError(f"expected mode in {MODES}, got {self.mode!r}")
         if self.group_by not in GROUP_KEYS:
             raise ValueError(f"expected group_by in {GROUP_KEYS}, got {self.group_by!r}")
+        if self.kl_reference not in KL_REFERENCES:
+            raise ValueError(f"expected kl_reference in {KL_REFERENCES}, got {self.kl_reference!r}")
         if self.warm_start_loss not in WARM_START_LOSSES:
             raise ValueError(
                 f"expected warm_start_loss in {WARM_START_LOSSES}, got {self.warm_start_loss!r}"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.prompts import rank_completion, reward_prompt
+from agents.prompts import VERDICTS, rank_completion, reward_prompt, verdict_completion
 from agents.train.learner import Choice
 from agents.train.rewards import Rollout
 
@@ -38,6 +38,8 @@ class Vote:
     score: int  # S_ij: +1, −1, or 0 when the reward model's answer did not parse
     rationale: str  # the reward model's whole answer (its training completion)
     model_version: str
+    mode: str | None = None  # rank | generate, as the judge recorded it
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class StepText:
     observation: str  # the observation that followed the action
     votes: tuple[Vote, ...] = ()
     admissible: tuple[str, ...] = ()  # the actions the policy chose among at this step
+    mode: str | None = None  # rank | generate, as the policy recorded it
+    temperature: float | None = None  # the temperature it sampled at
+    parse_failed: bool = False
 
     @property
     def choice(self) -> Choice | None:
@@ -64,6 +69,24 @@ class StepText:
     @property
     def reward_prompt(self) -> str:
         return reward_prompt(self.prompt, self.completion, self.action, self.observation)
+
+    @property
+    def decoding(self) -> tuple[str, float]:
+        """How the policy chose: its recorded mode and temperature. A client that recorded
+        neither is taken as rank mode at temperature 1 when its completion is the chosen
+        action's rank completion, else as generate mode at temperature 1."""
+        if self.mode is not None:
+            return self.mode, 1.0 if self.temperature is None else self.temperature
+        choice = self.choice
+        ranked = choice is not None and choice.candidates[choice.chosen] == self.completion
+        return ("rank" if ranked else "generate"), 1.0
+
+
+def vote_choice(vote: Vote) -> tuple[tuple[str, ...], int] | None:
+    """A rank-mode vote as a decision between the verdicts: (candidates, chosen), or None."""
+    if vote.mode != "rank" or vote.score not in VERDICTS:
+        return None
+    return tuple(verdict_completion(v) for v in VERDICTS), VERDICTS.index(vote.score)
 
 
 @dataclass(frozen=True)
@@ -90,7 +113,12 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
     by_step: dict[int, dict[int, Vote]] = {}
     for j in detail.get("judgments") or ():
         vote = Vote(
-            int(j.get("vote", 0)), int(j["score"]), j.get("rationale") or "", j["model_version"]
+            int(j.get("vote", 0)),
+            int(j["score"]),
+            j.get("rationale") or "",
+            j["model_version"],
+            j.get("mode"),
+            j.get("temperature"),
         )
         by_step.setdefault(int(j["step"]), {}).setdefault(vote.vote, vote)
     steps = []
@@ -112,6 +140,9 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
                 observation=s["observation"],
                 votes=chosen if use_votes else (),
                 admissible=tuple(admissible),
+                mode=s.get("mode"),
+                temperature=s.get("temperature"),
+                parse_failed=bool(s.get("parse_failed")),
             )
         )
     task = detail.get("task") or {}
@@ -125,6 +156,7 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
         outcome=1 if detail["outcome"] > 0 else -1,
         steps=len(steps),
         votes=tuple(tuple(v.score for v in s.votes) for s in steps) if use_votes else (),
+        start_distance=detail.get("distance"),
     )
     return Episode(rollout, tuple(steps))
 

@@ -1,10 +1,16 @@
 """One model under training (the policy or the reward model): weights, optimiser, updates.
 
-A :class:`Learner` turns samples (prompt, completion, advantage, the version that produced the
-completion) into optimiser steps. Before an update it computes the rollout policy's log-probs
-once, without gradients, from the very version that produced each sample: the current weights
-when that is the version in training, else that version's checkpoint (kept on disk, last K).
-A sample whose version is no longer on disk is scored with the current weights and counted.
+A :class:`Learner` turns samples into optimiser steps. A sample is what a model sampled — a
+rank-mode decision among candidates, or a generated completion — with the temperature it
+sampled at, its advantage and the version that produced it. Before an update the learner
+computes, once and without gradients, two fixed log-probs per sample (see ``loss.py``):
+
+- ``old``, from the very version that produced the sample: the current weights when that is
+  the version in training, else that version's checkpoint (kept on disk, last K); a sample
+  whose version is no longer on disk is scored with the current weights and counted;
+- ``ref``, from the reference version the KL anchors to (``reference``; the trainer passes the
+  version the run started from, so that successive updates cannot drift away from it on noise;
+  None: the rollout policy, whose KL is zero on an update's first pass).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agents.models.tiny import candidate_logprobs, load_model
+from agents.models.tiny import candidate_logprobs, encode_candidates, load_model
 from agents.train.config import TrainConfig
 from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
 
@@ -29,10 +35,24 @@ log = logging.getLogger("bigworld.train")
 
 @dataclass(frozen=True)
 class Sample:
+    """What a model sampled after ``prompt``, and the advantage it earned.
+
+    Generate mode: ``completion`` is the text generated at ``temperature``. Rank mode:
+    ``candidates`` holds every candidate completion (``rank_completion(k, action)`` for each
+    admissible action, or the judge's verdicts) and ``chosen`` the one sampled from
+    ``softmax(scores / temperature)``; ``completion`` is ``candidates[chosen]``."""
+
     prompt: str
     completion: str
     advantage: float = 0.0  # ignored by behaviour cloning
     version: str = ""  # the model version that produced ``completion``
+    temperature: float = 1.0  # > 0: a greedy choice has no probability to take a ratio of
+    candidates: tuple[str, ...] = ()  # rank mode only
+    chosen: int = 0  # 0-based index into ``candidates``
+
+    @property
+    def ranked(self) -> bool:
+        return bool(self.candidates)
 
 
 @dataclass(frozen=True)
@@ -78,15 +98,17 @@ class Learner:
         lr: float,
         version: str,
         resolve: Callable[[str], Path | None],
+        reference: str | None = None,
     ) -> None:
         self.config, self.version, self.resolve = config, version, resolve
+        self.reference = reference  # the version the KL anchors to (None: the rollout policy)
         self.device = pick_device(config.device)
         self.model, self.tokenizer = load_model(path, self.device)
         if config.lora:
             self.model = _with_lora(self.model, config)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=config.weight_decay)
-        self._snapshot: tuple[str, Any] | None = None  # (version, model): one cached old version
+        self._snapshots: dict[str, Any] = {}  # version → model: old versions in use, at most 2
 
     # -- persistence -------------------------------------------------------------------------
     def publishable(self) -> Any:
@@ -104,8 +126,15 @@ class Learner:
 
     # -- log-probs ---------------------------------------------------------------------------
     def encode(self, samples: Sequence[Sample]) -> list[Encoded]:
+        """Generated completions as sampled (their end token, if any, is in their text)."""
         return [
-            encode(self.tokenizer, s.prompt, s.completion, self.config.max_prompt_tokens)
+            encode(
+                self.tokenizer,
+                s.prompt,
+                s.completion,
+                self.config.max_prompt_tokens,
+                add_end=s.ranked,
+            )
             for s in samples
         ]
 
@@ -113,46 +142,80 @@ class Learner:
         """The weights that produced ``version``'s samples, or None when they are gone."""
         if version == self.version:
             return self.model
-        if self._snapshot is not None and self._snapshot[0] == version:
-            return self._snapshot[1]
+        if version in self._snapshots:
+            return self._snapshots[version]
         path = self.resolve(version)
         if path is None or not Path(path).exists():
             return None
         model, _ = load_model(Path(path), self.device)
-        self._snapshot = (version, model)
+        keep = {self.reference} - {version}
+        self._snapshots = {v: m for v, m in self._snapshots.items() if v in keep}
+        self._snapshots[version] = model
         return model
 
+    def decision_logprob(self, model: Any, sample: Sample) -> Tensor:
+        """``log softmax(s / T)[k]`` of a rank decision under ``model``: a scalar, with
+        gradients when grad mode is on."""
+        prompt, rows = encode_candidates(
+            self.tokenizer, sample.prompt, sample.candidates, self.config.max_prompt_tokens
+        )
+        scores = candidate_logprobs(model, prompt, rows)  # (C,)
+        return torch.log_softmax(scores / sample.temperature, dim=0)[sample.chosen]
+
+    def unit_logprobs(
+        self, model: Any, samples: Sequence[Sample], encoded: Sequence[Encoded]
+    ) -> tuple[Tensor, Tensor]:
+        """Log-probs of a chunk's units under ``model`` and their mask: (B, 1) for rank
+        decisions, (B, T-1) at each sample's temperature for generated completions."""
+        if samples[0].ranked:
+            logp = torch.stack([self.decision_logprob(model, s) for s in samples])[:, None]
+            return logp, torch.ones_like(logp)
+        batch = collate(encoded, self.tokenizer.pad_token_id, self.device)
+        temperatures = torch.tensor([s.temperature for s in samples], device=self.device)
+        return token_logprobs(model, batch, temperatures), batch.targets_mask
+
     @torch.no_grad()
-    def rollout_logprobs(
+    def fixed_logprobs(
         self, chunks: list[list[int]], encoded: list[Encoded], samples: Sequence[Sample]
-    ) -> tuple[list[Tensor], int]:
-        """Per chunk (a list of sample indices), the rollout versions' token log-probs
-        (B, T-1), and how many samples fell back to the current weights."""
+    ) -> tuple[list[Tensor], list[Tensor], int]:
+        """Per chunk (a list of sample indices), the rollout versions' unit log-probs and the
+        reference's, and how many samples (or references) fell back to the current weights."""
         self.model.eval()
-        out, fallbacks = [], 0
+        old_out, ref_out, fallbacks = [], [], 0
+
+        def score(version: str, chunk: list[int]) -> Tensor:
+            nonlocal fallbacks
+            model = self._behaviour_model(version)
+            if model is None:
+                model = self.model
+                fallbacks += len(chunk)
+            picked = [samples[i] for i in chunk]
+            return self.unit_logprobs(model, picked, [encoded[i] for i in chunk])[0]
+
         for chunk in chunks:
-            batch = collate([encoded[i] for i in chunk], self.tokenizer.pad_token_id, self.device)
             rows: Tensor | None = None
             for version in sorted({samples[i].version for i in chunk}):
-                model = self._behaviour_model(version)
-                if model is None:
-                    model = self.model
-                    fallbacks += sum(samples[i].version == version for i in chunk)
-                mine = torch.tensor(
-                    [samples[i].version == version for i in chunk], device=self.device
-                )
-                logp = token_logprobs(model, batch)  # (B, T-1)
+                mine = torch.tensor([samples[i].version == version for i in chunk])
+                logp = score(version, chunk)  # (B, U)
                 rows = logp if rows is None else torch.where(mine[:, None], logp, rows)
             assert rows is not None
-            out.append(rows)
-        return out, fallbacks
+            old_out.append(rows)
+            ref_out.append(rows if self.reference is None else score(self.reference, chunk))
+        return old_out, ref_out, fallbacks
 
     # -- updates -----------------------------------------------------------------------------
     def _chunks(self, samples: Sequence[Sample]) -> list[list[int]]:
-        """Micro-batches of sample indices; sorted by version so most score with one model."""
-        order = sorted(range(len(samples)), key=lambda i: (samples[i].version, i))
+        """Micro-batches of sample indices, rank decisions and generated completions apart;
+        sorted by version so that most score with one model."""
         size = self.config.micro_batch_size
-        return [order[i : i + size] for i in range(0, len(order), size)]
+        chunks = []
+        for ranked in (True, False):
+            order = sorted(
+                (i for i in range(len(samples)) if samples[i].ranked == ranked),
+                key=lambda i: (samples[i].version, i),
+            )
+            chunks += [order[i : i + size] for i in range(0, len(order), size)]
+        return chunks
 
     def _optimise(
         self, chunks: list[list[int]], step_loss: Callable[[int, list[int]], Any]
@@ -194,43 +257,41 @@ class Learner:
         return stats
 
     def ppo_update(self, samples: Sequence[Sample]) -> UpdateStats:
-        """PPO-clip + β·k3 KL over ``samples`` (advantages already standardised)."""
+        """PPO-clip + β·k3 KL over ``samples`` (advantages already standardised): one ratio per
+        rank decision, one per token of a generated completion."""
+        samples = [s for s in samples if s.temperature > 0]  # the trainer drops greedy ones
         if not samples:
             return UpdateStats()
         encoded = self.encode(samples)
         chunks = self._chunks(samples)
-        old, fallbacks = self.rollout_logprobs(chunks, encoded, samples)
-        pad = self.tokenizer.pad_token_id
+        old, ref, fallbacks = self.fixed_logprobs(chunks, encoded, samples)
 
         def step_loss(c: int, chunk: list[int]) -> tuple[dict[str, Any], int]:
-            batch = collate([encoded[i] for i in chunk], pad, self.device)
-            new = token_logprobs(self.model, batch)  # (B, T-1)
-            adv = torch.tensor([samples[i].advantage for i in chunk], device=self.device)  # (B,)
+            picked = [samples[i] for i in chunk]
+            new, mask = self.unit_logprobs(self.model, picked, [encoded[i] for i in chunk])
+            adv = torch.tensor([s.advantage for s in picked], device=self.device)  # (B,)
             parts = ppo_loss(
-                new,
-                old[c],
-                adv,
-                batch.targets_mask,
-                eps=self.config.clip_eps,
-                beta=self.config.kl_beta,
+                new, old[c], ref[c], adv, mask, eps=self.config.clip_eps, beta=self.config.kl_beta
             )
+            seen = sum(len(encoded[i].ids) for i in chunk)
             return {
                 "loss": parts.loss,
                 "policy": parts.policy,
                 "kl": parts.kl,
                 "clip_fraction": parts.clip_fraction,
-                "seen": int(batch.attention.sum()),
-            }, int(batch.targets_mask.sum())
+                "seen": seen,
+            }, int(mask.sum())
 
         stats = self._optimise(chunks, step_loss)
         stats.fallbacks = fallbacks
         return stats
 
     def bc_update(self, samples: Sequence[Sample]) -> UpdateStats:
-        """Cross-entropy on each sample's completion (behaviour cloning)."""
+        """Cross-entropy on each sample's completion and its end (behaviour cloning)."""
         if not samples:
             return UpdateStats()
-        encoded = self.encode(samples)
+        limit = self.config.max_prompt_tokens
+        encoded = [encode(self.tokenizer, s.prompt, s.completion, limit) for s in samples]
         chunks = [
             list(range(i, min(i + self.config.micro_batch_size, len(samples))))
             for i in range(0, len(samples), self.config.micro_batch_size)
@@ -255,9 +316,9 @@ class Learner:
 def rank_scores(learner: Learner, choice: Choice) -> Tensor:
     """The summed log-prob of each candidate completion after the prompt, (C,), as the agent
     ranks them (``TransformersModel.score``), with gradients when grad mode is on."""
-    tok = learner.tokenizer
-    prompt = tok(choice.prompt).input_ids[-learner.config.max_prompt_tokens :]
-    rows = [tok(c).input_ids + [tok.eos_token_id] for c in choice.candidates]
+    prompt, rows = encode_candidates(
+        learner.tokenizer, choice.prompt, choice.candidates, learner.config.max_prompt_tokens
+    )
     return candidate_logprobs(learner.model, prompt, rows)
 
 

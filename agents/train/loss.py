@@ -1,18 +1,24 @@
-"""Token log-probabilities of "prompt + completion" sequences, and the losses built on them.
+"""Log-probabilities of what the policy (or reward model) sampled, and the losses built on them.
 
-Both decoding modes of the policy agent reduce to the same thing: a prompt followed by the
-completion the policy was scored on (``rank_completion(k, action)`` in rank mode, the generated
-text in generate mode), then end-of-sequence, exactly as ``TransformersModel.score`` tokenises
-them. The reward model's samples are the same shape: reward prompt + its answer.
+The log-probability trained is the one that sampled (design §7):
 
-Losses (per token t of a completion, masked over completion tokens only):
+- **rank mode**: the model scored every candidate completion after the prompt (``s_j``: the
+  summed token log-probs of ``rank_completion(j, action)`` + end-of-sequence) and sampled
+  candidate k from ``softmax(s / T)``. One decision, one log-prob: ``log softmax(s / T)[k]``.
+- **generate mode**: the model sampled text token by token at temperature T; each token's
+  log-prob is ``log softmax(logits / T)`` at its position.
 
-    ratio_t = exp(new_t − old_t)
-    pg_t    = −min(ratio_t·A, clip(ratio_t, 1−ε, 1+ε)·A)           A: the sample's advantage
-    kl_t    = exp(old_t − new_t) − (old_t − new_t) − 1               k3, ≥ 0, to the rollout policy
-    loss    = mean over samples of (mean over its tokens of pg_t + β·kl_t)
+Losses, over *units*: a rank decision is one unit; a generated completion's tokens are units
+averaged per completion. With ``new``, ``old`` (the rollout policy, computed before the update
+without gradients) and ``ref`` (the reference the KL anchors to) per unit and the advantage A:
 
-``old`` are the rollout policy's log-probs (computed before the update, without gradients).
+    ratio = exp(new − old)
+    pg    = −min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)
+    kl    = exp(ref − new) − (ref − new) − 1                         k3, ≥ 0
+    loss  = mean over samples of (mean over its units of pg + β·kl)
+
+So in rank mode ε bounds how far one update moves the probability of the chosen action itself,
+not of each of its ~10 tokens.
 """
 
 from __future__ import annotations
@@ -44,11 +50,23 @@ class Batch:
 
 
 def encode(
-    tokenizer: PreTrainedTokenizerBase, prompt: str, completion: str, max_prompt_tokens: int = 2048
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str,
+    completion: str,
+    max_prompt_tokens: int = 2048,
+    *,
+    add_end: bool = True,
 ) -> Encoded:
-    """Prompt ids (cut to their last ``max_prompt_tokens``) + completion ids + eos."""
+    """Prompt ids (cut to their last ``max_prompt_tokens``) + completion ids (+ eos).
+
+    ``add_end``: append end-of-sequence, as rank candidates are scored. A *generated*
+    completion is encoded with ``add_end=False``: one that ended on its own carries the end
+    token as text (the agents' backends keep it) and one cut at ``max_new_tokens`` does not,
+    so the sample is what the model produced, not the text plus an end it never chose."""
     prompt_ids = tokenizer(prompt).input_ids[-max_prompt_tokens:]
-    completion_ids = tokenizer(completion).input_ids + [tokenizer.eos_token_id]
+    completion_ids = tokenizer(completion).input_ids
+    if add_end:
+        completion_ids = completion_ids + [tokenizer.eos_token_id]
     return Encoded(prompt_ids + completion_ids, len(prompt_ids))
 
 
@@ -64,10 +82,16 @@ def collate(samples: Sequence[Encoded], pad_id: int, device: str | torch.device 
     return Batch(ids.to(device), attention.to(device), targets.to(device))
 
 
-def token_logprobs(model: torch.nn.Module, batch: Batch) -> Tensor:
-    """log p(ids[:, t+1] | ids[:, :t+1]) for every position: (B, T-1), zero where masked."""
+def token_logprobs(
+    model: torch.nn.Module, batch: Batch, temperatures: Tensor | None = None
+) -> Tensor:
+    """log p(ids[:, t+1] | ids[:, :t+1]) at each sample's temperature (B,), 1 when None:
+    (B, T-1), zero where masked."""
     logits = model(input_ids=batch.ids, attention_mask=batch.attention).logits  # (B, T, V)
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+    logits = logits[:, :-1].float()  # (B, T-1, V)
+    if temperatures is not None:
+        logits = logits / temperatures[:, None, None]
+    logp = torch.log_softmax(logits, dim=-1)  # (B, T-1, V)
     picked = logp.gather(-1, batch.ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
     return picked * batch.targets_mask
 
@@ -76,22 +100,31 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> Tensor:
 class LossParts:
     loss: Tensor  # scalar, with gradients
     policy: float  # the PPO-clip part
-    kl: float  # mean k3 per token
-    clip_fraction: float  # share of completion tokens whose ratio was clipped
+    kl: float  # mean k3 per unit (rank decision or completion token)
+    clip_fraction: float  # share of units whose ratio left [1−ε, 1+ε]
 
 
 def ppo_loss(
-    new: Tensor, old: Tensor, advantages: Tensor, mask: Tensor, *, eps: float, beta: float
+    new: Tensor,
+    old: Tensor,
+    ref: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps: float,
+    beta: float,
 ) -> LossParts:
-    """PPO-clip with the advantage broadcast over each completion's tokens, plus β·k3 KL.
+    """PPO-clip with each sample's advantage on each of its units, plus β·k3 KL to ``ref``.
 
-    new, old, mask: (B, T); advantages: (B,). ``old`` carries no gradient."""
-    old = old.detach()
+    new, old, ref, mask: (B, U) — U = 1 for rank decisions, completion tokens in generate
+    mode; advantages: (B,). ``old`` and ``ref`` carry no gradient."""
+    old, ref = old.detach(), ref.detach()
     adv = advantages[:, None]  # (B, 1)
-    log_ratio = (new - old) * mask  # (B, T)
+    log_ratio = (new - old) * mask  # (B, U)
     ratio = torch.exp(log_ratio)
-    pg = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv)  # (B, T)
-    kl = torch.exp(-log_ratio) + log_ratio - 1  # k3 with ref = old: exp(old−new) − (old−new) − 1
+    pg = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv)  # (B, U)
+    to_ref = (ref - new) * mask
+    kl = torch.exp(to_ref) - to_ref - 1  # k3: exp(ref−new) − (ref−new) − 1
     tokens = mask.sum(dim=1).clamp(min=1)  # (B,)
     per_sample = ((pg + beta * kl) * mask).sum(dim=1) / tokens  # (B,)
     with torch.no_grad():

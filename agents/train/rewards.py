@@ -2,7 +2,9 @@
 
 Policy: step i of a rollout with outcome O ∈ {−1, +1} and votes S_ij ∈ {−1, 0, +1} (0: the
 reward model's answer did not parse) earns ``R_i = O + (λ/m)·Σ_j S_ij`` (outcome-only: R_i = O).
-Rollouts are grouped by (task, policy version); R is standardised at each step index across the
+Rollouts are grouped by (task, policy version) — or, in a world that never resets, where the
+same task rarely meets the same start twice, by (family, the oracle's plan length at the start,
+policy version): like is compared with like. R is standardised at each step index across the
 group's rollouts that reached it. Groups too small to compare, groups whose rollouts all
 succeeded or all failed, and samples whose advantage is zero are dropped.
 
@@ -36,6 +38,7 @@ class Rollout:
     outcome: int  # +1 success, −1 failure
     steps: int
     votes: tuple[tuple[int, ...], ...] = ()
+    start_distance: int | None = None  # the oracle's plan length when the episode began
 
     @property
     def success(self) -> bool:
@@ -109,13 +112,24 @@ def consistency_rewards(
     return [step_reward * s if s != 0 else unparseable for s in votes]
 
 
+def group_key(rollout: Rollout, by: str = "task") -> tuple[str, str]:
+    """What makes rollouts comparable (``by``: task | family | distance), and their version."""
+    if by == "task":
+        return rollout.task_id, rollout.policy_version
+    if by == "family":
+        return rollout.family, rollout.policy_version
+    if by == "distance":
+        return f"{rollout.family}@{rollout.start_distance}", rollout.policy_version
+    raise ValueError(f"expected by in ('task', 'family', 'distance'), got {by!r}")
+
+
 def group_rollouts(
     rollouts: Iterable[Rollout], by: str = "task"
 ) -> dict[tuple[str, str], list[Rollout]]:
-    """Rollouts keyed by (task id or family, policy version), in the order they came."""
+    """Rollouts keyed by :func:`group_key`, in the order they came."""
     groups: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
     for r in rollouts:
-        groups[(r.task_id if by == "task" else r.family, r.policy_version)].append(r)
+        groups[group_key(r, by)].append(r)
     return dict(groups)
 
 

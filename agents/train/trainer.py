@@ -11,6 +11,7 @@ latest checkpoints; while the server is away every call is retried with backoff.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -25,7 +26,15 @@ import torch
 from agents.errors import NotFoundError, ServerError, UnreachableError
 from agents.train import checkpoints as ckpt
 from agents.train.config import TrainConfig
-from agents.train.data import SCRIPTED_VERSIONS, Episode, EpisodeFeed, expert_steps
+from agents.train.data import (
+    SCRIPTED_VERSIONS,
+    Episode,
+    EpisodeFeed,
+    StepText,
+    Vote,
+    expert_steps,
+    vote_choice,
+)
 from agents.train.learner import (
     Learner,
     Sample,
@@ -36,6 +45,7 @@ from agents.train.rewards import group_rollouts, policy_advantages, reward_model
 
 log = logging.getLogger("bigworld.train")
 INITIAL = "init"  # the version name agents report before they first reload
+WAITING_LINE_S = 30.0  # while no update is due, say where things stand this often
 
 
 class TrainerClient(Protocol):
@@ -120,6 +130,8 @@ class Trainer:
             self.state.latest[kind] = ckpt.Version(None, str(initial.resolve()))
         self._publish(kind)
         learner.version = str(self.state.latest[kind].version)
+        if self.config.kl_reference == "start":
+            learner.reference = self.state.first.get(kind, learner.version)
         return learner
 
     def _publish(self, kind: str, metrics: dict[str, float] | None = None) -> None:
@@ -215,7 +227,10 @@ class Trainer:
             if episode.rollout.policy_version in SCRIPTED_VERSIONS:
                 self.scripted += 1  # no model produced it: nothing to take a ratio against
                 continue
-            self.waiting[episode.rollout.episode_id] = episode
+            # ``init`` and the version it was registered as are the same weights: one group
+            version = self._canonical("policy", episode.rollout.policy_version)
+            rollout = dataclasses.replace(episode.rollout, policy_version=version)
+            self.waiting[rollout.episode_id] = dataclasses.replace(episode, rollout=rollout)
         return len(ready)
 
     def _due(self) -> tuple[list[Episode], int]:
@@ -255,9 +270,9 @@ class Trainer:
             return None
         started = time.perf_counter()
         samples = [
-            Sample(s.prompt, s.completion, a.advantage, self._canonical("policy", s.policy_version))
+            sample
             for a in advantages
-            for s in [by_id[a.episode_id].steps[a.step - 1]]
+            if (sample := self._policy_sample(by_id[a.episode_id].steps[a.step - 1], a.advantage))
         ]
         stats = {"policy": self.learners["policy"].ppo_update(samples)}
         if cfg.trains_reward_model:
@@ -270,16 +285,12 @@ class Trainer:
                 unparseable=cfg.unparseable_vote_reward,
             )
             rm_samples = [
-                Sample(
-                    s.reward_prompt,
-                    v.rationale,
-                    a.advantage,
-                    self._canonical("reward", v.model_version),
-                )
+                self._vote_sample(s, v, a.advantage)
                 for a in votes
                 for s in [by_id[a.episode_id].steps[a.step - 1]]
                 for v in [s.votes[a.vote]]
                 if self._resolve("reward", v.model_version) is not None
+                and (v.temperature is None or v.temperature > 0)
             ]
             stats["reward"] = self.learners["reward"].ppo_update(rm_samples)
         for episode_id in by_id:
@@ -291,6 +302,7 @@ class Trainer:
             "accuracy": sum(r.success for r in rollouts) / len(rollouts),
             "groups": float(tally.groups),
             "zero_advantage_samples": float(tally.zero_samples),
+            "untrainable_samples": float(len(advantages) - len(samples)),
             "dropped_episodes": float(self.feed.dropped),
             "scripted_episodes": float(self.scripted),
             "update_s": seconds,
@@ -303,6 +315,50 @@ class Trainer:
         updated = [k for k, s in stats.items() if s.optimizer_steps > 0]
         self._save(metrics, updated)
         return metrics
+
+    def _policy_sample(self, step: StepText, advantage: float) -> Sample | None:
+        """The policy's step as it was sampled, or None when it has no probability to train:
+        a greedy choice (temperature 0), or a rank choice not on its step's list."""
+        mode, temperature = step.decoding
+        version = self._canonical("policy", step.policy_version)
+        if temperature <= 0:
+            return None
+        if mode == "rank":
+            choice = step.choice
+            if choice is None:
+                return None
+            return Sample(
+                step.prompt,
+                step.completion,
+                advantage,
+                version,
+                temperature,
+                choice.candidates,
+                choice.chosen,
+            )
+        # an answer that did not parse chose no action (the fallback did): penalise the text
+        if step.parse_failed:
+            advantage = self.config.parse_failure_advantage
+        return Sample(step.prompt, step.completion, advantage, version, temperature)
+
+    def _vote_sample(self, step: StepText, vote: Vote, advantage: float) -> Sample:
+        """A reward model's vote as it was sampled: a choice between the verdicts in rank
+        mode, its generated answer otherwise."""
+        version = self._canonical("reward", vote.model_version)
+        temperature = 1.0 if vote.temperature is None else vote.temperature
+        ranked = vote_choice(vote)
+        if ranked is None:
+            return Sample(step.reward_prompt, vote.rationale, advantage, version, temperature)
+        candidates, chosen = ranked
+        return Sample(
+            step.reward_prompt,
+            candidates[chosen],
+            advantage,
+            version,
+            temperature,
+            candidates,
+            chosen,
+        )
 
     def _save(self, metrics: dict[str, float], kinds: list[str]) -> None:
         """Checkpoint, persist, register, prune the ``kinds`` that changed: in this order, so
@@ -394,11 +450,22 @@ class Trainer:
         self._save(metrics, ["policy"])
         return metrics
 
+    def waiting_line(self) -> str:
+        """Where the trainer stands while no update is due (an empty world waits here)."""
+        groups = group_rollouts((e.rollout for e in self.waiting.values()), self.config.group_by)
+        mixed = sum(len({r.success for r in g}) == 2 for g in groups.values())
+        return (
+            f"waiting for rollouts to learn from: {len(self.waiting)} episodes in "
+            f"{len(groups)} groups ({mixed} with both outcomes), "
+            f"{len(self.feed.pending)} awaiting judgments, {self.feed.dropped} dropped, "
+            f"{self.scripted} scripted; an update needs {self.config.min_samples} samples"
+        )
+
     # -- the loop ----------------------------------------------------------------------------
     def run(self, iterations: int | None = None, progress: bool = True) -> list[dict[str, float]]:
         """Update until ``iterations`` updates were made (None: until ``stop`` is set)."""
         bar = _progress(iterations, progress)
-        done = 0
+        done, said = 0, float("-inf")
         try:
             if (first := self.warm_start()) is not None:
                 bar.show(first)
@@ -412,6 +479,9 @@ class Trainer:
                     break  # stopped while the server was away
                 ckpt.save_state(self.out, self._state())
                 if metrics is None:
+                    if progress and self.clock() - said >= WAITING_LINE_S:
+                        said = self.clock()
+                        print(self.waiting_line(), flush=True)
                     self.stop.wait(self.config.poll_s)
                     continue
                 done += 1

@@ -1,4 +1,5 @@
-"""The PPO-clip + k3 loss against a plain reference, and log-probs against the agents' scores."""
+"""The PPO-clip + k3 loss against a plain reference, and log-probs against the agents' scores:
+a rank decision's log-prob is that of the agent's candidate softmax at its temperature."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ PROMPT = policy_prompt(
 )
 
 
-def reference(new, old, adv, mask, eps, beta):  # type: ignore[no-untyped-def]
-    """Token by token, in plain Python floats."""
+def reference(new, old, ref, adv, mask, eps, beta):  # type: ignore[no-untyped-def]
+    """Unit by unit, in plain Python floats."""
     total, tokens_all = 0.0, 0
     pg_sum = kl_sum = 0.0
     for b in range(len(new)):
@@ -36,7 +37,7 @@ def reference(new, old, adv, mask, eps, beta):  # type: ignore[no-untyped-def]
             ratio = math.exp(new[b][t] - old[b][t])
             clipped = min(max(ratio, 1 - eps), 1 + eps)
             pg = -min(ratio * adv[b], clipped * adv[b])
-            kl = math.exp(old[b][t] - new[b][t]) - (old[b][t] - new[b][t]) - 1
+            kl = math.exp(ref[b][t] - new[b][t]) - (ref[b][t] - new[b][t]) - 1
             sample += pg + beta * kl
             pg_sum, kl_sum, tokens = pg_sum + pg, kl_sum + kl, tokens + 1
         total += sample / tokens
@@ -47,17 +48,19 @@ def reference(new, old, adv, mask, eps, beta):  # type: ignore[no-untyped-def]
 def test_ppo_loss_matches_a_plain_reference_including_clipping_and_kl() -> None:
     new = [[-1.0, -0.2, -3.0, -0.5], [-2.0, -0.1, -0.7, 0.0]]
     old = [[-1.5, -0.2, -2.0, -9.0], [-1.9, -0.4, -0.7, 0.0]]  # ratios far outside 1±ε too
+    ref = [[-1.2, -0.3, -2.5, -1.0], [-2.0, -0.1, -0.2, 0.0]]  # the KL's anchor, not old
     adv = [1.3, -0.8]
     mask = [[0, 1, 1, 1], [1, 1, 1, 0]]
     parts = ppo_loss(
         torch.tensor(new),
         torch.tensor(old),
+        torch.tensor(ref),
         torch.tensor(adv),
         torch.tensor(mask, dtype=torch.float),
         eps=0.2,
         beta=0.01,
     )
-    loss, pg, kl = reference(new, old, adv, mask, 0.2, 0.01)
+    loss, pg, kl = reference(new, old, ref, adv, mask, 0.2, 0.01)
     assert float(parts.loss) == pytest.approx(loss, rel=1e-6)
     assert parts.policy == pytest.approx(pg, rel=1e-6)
     assert parts.kl == pytest.approx(kl, rel=1e-6)
@@ -66,27 +69,29 @@ def test_ppo_loss_matches_a_plain_reference_including_clipping_and_kl() -> None:
     zero = ppo_loss(
         torch.tensor(new),
         torch.tensor(old),
+        torch.tensor(ref),
         torch.zeros(2),
         torch.tensor(mask, dtype=torch.float),
         eps=0.2,
         beta=1.0,
     )
-    assert float(zero.loss) == pytest.approx(reference(new, old, [0, 0], mask, 0.2, 1.0)[0])
+    assert float(zero.loss) == pytest.approx(reference(new, old, ref, [0, 0], mask, 0.2, 1.0)[0])
 
 
 def test_gradients_flow_except_through_clipped_tokens() -> None:
     old = torch.tensor([[-1.0, -1.0, -1.0]])
     new = torch.tensor([[-1.0, -0.5, -1.5]], requires_grad=True)  # ratios 1, e^0.5, e^-0.5
     mask = torch.ones(1, 3)
-    ppo_loss(new, old, torch.tensor([1.0]), mask, eps=0.2, beta=0.0).loss.backward()
+    ppo_loss(new, old, old, torch.tensor([1.0]), mask, eps=0.2, beta=0.0).loss.backward()
     assert new.grad is not None
     # A > 0: token 0 unclipped (grad −A·ratio/3), token 1 clipped above (no gradient),
     # token 2 below 1−ε keeps the unclipped branch (min picks it): gradient −A·ratio/3
     assert new.grad[0].tolist() == pytest.approx([-1 / 3, 0.0, -math.exp(-0.5) / 3])
-    # the KL term alone pulls back toward the rollout policy: d k3 / d new = 1 − e^(old−new)
+    # the KL term alone pulls toward the reference: d k3 / d new = 1 − e^(ref−new)
     new.grad = None
-    ppo_loss(new, old, torch.tensor([0.0]), mask, eps=0.2, beta=1.0).loss.backward()
-    expected = [(1 - math.exp(-1.0 - n)) / 3 for n in (-1.0, -0.5, -1.5)]
+    ref = torch.tensor([[-2.0, -2.0, -2.0]])
+    ppo_loss(new, old, ref, torch.tensor([0.0]), mask, eps=0.2, beta=1.0).loss.backward()
+    expected = [(1 - math.exp(-2.0 - n)) / 3 for n in (-1.0, -0.5, -1.5)]
     assert new.grad[0].tolist() == pytest.approx(expected)
 
 
@@ -123,19 +128,49 @@ def _learner(path: Path, **overrides: object) -> Learner:
     return Learner(path, config, lr=config.lr, version="1", resolve=lambda v: None)
 
 
+CANDIDATES = tuple(rank_completion(k + 1, a) for k, a in enumerate(ACTIONS))
+
+
+def _ranked(chosen: int, advantage: float, temperature: float = 0.5, version: str = "1") -> Sample:
+    completion = CANDIDATES[chosen]
+    return Sample(PROMPT, completion, advantage, version, temperature, CANDIDATES, chosen)
+
+
+def test_a_rank_decisions_log_prob_is_the_agents_softmax_at_its_temperature(
+    models: dict[str, Path],
+) -> None:
+    learner = _learner(models["policy"])
+    scores = torch.tensor(
+        TransformersModel(models["policy"], device="cpu").score(PROMPT, CANDIDATES)
+    )
+    samples = [_ranked(1, 1.0, 0.5), _ranked(2, 1.0, 2.0)]
+    old, ref, _ = learner.fixed_logprobs([[0, 1]], learner.encode(samples), samples)
+    expected = [torch.log_softmax(scores / 0.5, 0)[1], torch.log_softmax(scores / 2.0, 0)[2]]
+    assert old[0][:, 0].tolist() == pytest.approx([float(x) for x in expected], abs=1e-4)
+    assert torch.equal(ref[0], old[0])  # no reference version: the rollout policy
+
+
 def test_a_ppo_update_moves_probability_toward_positive_advantages(
     models: dict[str, Path],
 ) -> None:
     learner = _learner(models["policy"])
-    good, bad = rank_completion(2, "take mug 1 from countertop 1"), rank_completion(3, "look")
-    samples = [Sample(PROMPT, good, 1.0, "1"), Sample(PROMPT, bad, -1.0, "1")] * 2
-    before = learner.rollout_logprobs([[0, 1]], learner.encode(samples), samples)[0][0].sum(dim=1)
+    # at T = 5 neither is near probability 0 or 1 (summed scores favour short candidates)
+    samples = [_ranked(1, 1.0, 5.0), _ranked(2, -1.0, 5.0)] * 2
+    text = [Sample(PROMPT, CANDIDATES[1] + "</s>", 1.0, "1", 0.7)]  # a generated completion
+
+    def logps() -> list[float]:
+        old, _, _ = learner.fixed_logprobs([[0, 1]], learner.encode(samples), samples)
+        return old[0][:, 0].tolist()
+
+    before = logps()
     for _ in range(5):
-        stats = learner.ppo_update(samples)
-    after = learner.rollout_logprobs([[0, 1]], learner.encode(samples), samples)[0][0].sum(dim=1)
+        stats = learner.ppo_update(samples + text)
+    after = logps()
     assert after[0] > before[0] and after[1] < before[1]
-    assert stats.optimizer_steps == 1 and stats.samples == 4 and stats.grad_norm > 0
+    # a micro-batch holds one kind: two rank chunks of 2 and one generated, two per step
+    assert stats.optimizer_steps == 2 and stats.samples == 5 and stats.grad_norm > 0
     assert stats.kl >= 0 and stats.fallbacks == 0
+    assert learner.ppo_update([_ranked(1, 1.0, temperature=0.0)]).samples == 0  # greedy
 
 
 def test_rollout_logprobs_come_from_the_version_that_produced_the_sample(
@@ -145,15 +180,17 @@ def test_rollout_logprobs_come_from_the_version_that_produced_the_sample(
     old_dir = tmp_path / "v1"
     learner.model.save_pretrained(old_dir)
     learner.tokenizer.save_pretrained(old_dir)
-    sample = Sample(PROMPT, rank_completion(1, "go to countertop 1"), 1.0, "1")
-    first = learner.rollout_logprobs([[0]], learner.encode([sample]), [sample])[0][0]
+    sample = _ranked(0, 1.0)
+    first = learner.fixed_logprobs([[0]], learner.encode([sample]), [sample])[0][0]
     for _ in range(3):
         learner.ppo_update([sample] * 4)
     learner.version, learner.resolve = "2", lambda v: old_dir if v == "1" else None
-    again, fallbacks = learner.rollout_logprobs([[0]], learner.encode([sample]), [sample])
+    learner.reference = "1"
+    again, ref, fallbacks = learner.fixed_logprobs([[0]], learner.encode([sample]), [sample])
     assert torch.allclose(again[0], first, atol=1e-5) and fallbacks == 0
-    gone = Sample(sample.prompt, sample.completion, 1.0, "0")  # no checkpoint on disk
-    _, fallbacks = learner.rollout_logprobs([[0]], learner.encode([gone]), [gone])
+    assert torch.allclose(ref[0], first, atol=1e-5)  # the reference is version 1 too
+    gone = _ranked(0, 1.0, version="0")  # no checkpoint on disk
+    _, _, fallbacks = learner.fixed_logprobs([[0]], learner.encode([gone]), [gone])
     assert fallbacks == 1
 
 
