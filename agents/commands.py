@@ -55,7 +55,14 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     run.add_argument("--role", choices=ROLES, required=True)
     run.add_argument("--backend", choices=BACKENDS, required=True)
     run.add_argument("--model", type=Path, help="model directory (transformers, vllm)")
-    run.add_argument("--mode", choices=("rank", "generate"), default="rank", help="policy decoding")
+    run.add_argument(
+        "--mode",
+        choices=("rank", "generate"),
+        default="rank",
+        help="decoding: rank scores the candidates (a policy's actions, a judge's two verdicts) "
+        "and samples from their softmax, what a tiny model keeps up with; generate samples free "
+        "text ending in \\boxed{}, for real checkpoints (default %(default)s)",
+    )
     run.add_argument("--temperature", type=float, default=1.0)
     run.add_argument("--max-new-tokens", type=int, default=64)
     run.add_argument("--votes", type=int, default=3, help="judgments per step (reward)")
@@ -134,7 +141,7 @@ def build_runner(args: argparse.Namespace) -> Any:
     elif args.backend in ("random", "explorer", "expert"):
         raise SystemExit(f"bigworld: backend {args.backend!r} cannot judge")
     else:
-        judge = reward_agent.ModelJudge(_model(args), sampling)
+        judge = reward_agent.ModelJudge(_model(args), sampling, args.mode)
     return reward_agent.RewardRunner(
         client,
         judge,

@@ -1,10 +1,12 @@
 """The reward agent: judges every step of finished episodes, m times each.
 
 For each step it shows the reward model the policy's prompt, the policy's answer and the next
-observation; the model reasons and answers ``\\boxed{1}`` or ``\\boxed{-1}``. Unparseable
-answers count 0. A model judge answers a batch of steps in one call, m answers per step.
+observation. In ``generate`` mode the model reasons and answers ``\\boxed{1}`` or
+``\\boxed{-1}`` (unparseable answers count 0), a batch of steps in one call, m answers per
+step. In ``rank`` mode, for tiny models that cannot keep up generating, it scores the two
+verdicts after the prompt (one forward pass per step) and draws the m votes from their softmax.
 Judgments carry their vote number, so resending them after a lost answer or a crash stores
-nothing twice.
+nothing twice, and a model's judgments carry the mode and temperature that produced them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agents import prompts
-from agents.backends import LanguageModel, Sampling
+from agents.backends import LanguageModel, Sampling, softmax_sample
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, NotFoundError, UnreachableError
 from agents.versions import VersionWatcher
@@ -27,10 +29,17 @@ from agents.versions import VersionWatcher
 log = logging.getLogger("bigworld.reward")
 
 
+MODES = ("rank", "generate")
+
+
 @dataclass(frozen=True)
 class Vote:
     score: int  # +1, -1, or 0 when the answer could not be parsed
     rationale: str
+    # How a model produced the vote, stored with the judgment so that votes drawn by
+    # different decodings are told apart; None for a scripted judge.
+    mode: str | None = None
+    temperature: float | None = None
 
 
 class Judge(Protocol):
@@ -45,7 +54,8 @@ class Judge(Protocol):
 
 
 class ModelJudge:
-    """A generative reward model: m sampled answers per step."""
+    """A reward model in ``generate`` mode (m sampled answers per step, parsed) or ``rank``
+    mode (m verdicts drawn from softmax(scores / T) of the two verdict completions)."""
 
     has_weights = True
 
@@ -53,8 +63,12 @@ class ModelJudge:
         self,
         model: LanguageModel,
         sampling: Sampling | None = None,
+        mode: str = "generate",
     ) -> None:
-        self.model, self.sampling = model, sampling or Sampling(temperature=1.0, max_new_tokens=48)
+        if mode not in MODES:
+            raise ValueError(f"expected mode in {MODES}, got {mode!r}")
+        self.model, self.mode = model, mode
+        self.sampling = sampling or Sampling(temperature=1.0, max_new_tokens=48)
 
     @property
     def version(self) -> str:
@@ -73,12 +87,36 @@ class ModelJudge:
             )
             for step in steps
         ]
+        if self.mode == "rank":
+            return [
+                self._rank(episode, step, text, votes)
+                for step, text in zip(steps, texts, strict=True)
+            ]
         sampling = replace(self.sampling, seed=self.sampling.seed + steps[0]["step"], n=votes)
         answers = self.model.generate(texts, sampling)
+        temperature = float(self.sampling.temperature)  # the schema takes a float
         return [
-            [Vote(prompts.parse_judgment(a).value or 0, a) for a in answers[i : i + votes]]
+            [
+                Vote(prompts.parse_judgment(a).value or 0, a, "generate", temperature)
+                for a in answers[i : i + votes]
+            ]
             for i in range(0, len(answers), votes)
         ]
+
+    def _rank(self, episode: Record, step: Record, text: str, votes: int) -> list[Vote]:
+        """One scoring call for the step, then one draw per vote. Each draw depends only on
+        (seed, episode, step, vote), so a resent or re-judged step gets the same votes
+        whatever the batching, while the m votes of a step are independent."""
+        candidates = [prompts.verdict_completion(v) for v in prompts.VERDICTS]
+        scores = self.model.score(text, candidates)
+        temperature = float(self.sampling.temperature)
+        out = []
+        for j in range(votes):
+            draw = _unit("rank", self.sampling.seed, episode["id"], step["step"], j)
+            k, _ = softmax_sample(scores, temperature, draw)
+            # The rationale is the verdict's completion itself: the text the trainer scores.
+            out.append(Vote(prompts.VERDICTS[k], candidates[k], "rank", temperature))
+        return out
 
 
 class HeuristicJudge:
@@ -114,6 +152,21 @@ class HeuristicJudge:
             final = -score if flip else score
             out.append(Vote(final, f"{why}. \\boxed{{{final}}}" if final else why))
         return out
+
+
+def _judgment(step: int, vote: int, v: Vote, version: str) -> Record:
+    """The judgment posted for vote ``vote`` on ``step``; a model's names its mode and
+    temperature (a scripted judge's has neither)."""
+    body: Record = {
+        "step": step,
+        "vote": vote,
+        "score": v.score,
+        "rationale": v.rationale[:2000],
+        "model_version": version,
+    }
+    if v.mode is not None:
+        body.update(mode=v.mode, temperature=v.temperature)
+    return body
 
 
 def _unit(*key: object) -> float:
@@ -161,13 +214,7 @@ class RewardRunner:
         for start in range(0, len(due), size):
             batch = due[start : start + size]
             body = [
-                {
-                    "step": step["step"],
-                    "vote": j,
-                    "score": v.score,
-                    "rationale": v.rationale[:2000],
-                    "model_version": self.judge.version,
-                }
+                _judgment(step["step"], j, v, self.judge.version)
                 for step, votes in zip(batch, self.judge.judge(detail, batch, m), strict=True)
                 for j, v in enumerate(votes)
                 if (step["step"], j) not in have

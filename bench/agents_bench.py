@@ -5,8 +5,10 @@ per second on the steps they played.
 Starts its own world server (SQLite in a temp folder) on a free port and tiny models, then runs
 one policy runner per mode for a fixed number of steps. The random policy is the baseline
 measured in the same run (server cost alone). The tiny reward model then judges the played
-steps, m = 3 votes each: one model call per vote is the baseline, against one call per step
-and one call per batch of steps (what the reward agent does). Not a test:
+steps, m = 3 votes each, in generate mode: one model call per vote is the baseline, against one
+call per step and one call per batch of steps (what a generate-mode reward agent does); then in
+rank mode (the two verdicts scored in one forward pass per step, the m votes drawn from their
+softmax; what ``agent run`` does by default). Not a test:
 
     .venv/bin/python bench/agents_bench.py [--steps 60] [--judged 48]
 """
@@ -88,8 +90,10 @@ def _run(
 
 
 def _judge(admin: BigWorldClient, model_dir: Path, limit: int) -> dict[str, float]:
-    """Votes per second over the first ``limit`` played steps, by steps per model call."""
-    judge = ModelJudge(TransformersModel(model_dir, device="cpu"), Sampling(1.0, 24, 0))
+    """Votes per second over the first ``limit`` played steps, by steps per model call, and
+    in rank mode on the same steps."""
+    model = TransformersModel(model_dir, device="cpu")
+    judge = ModelJudge(model, Sampling(1.0, 24, 0), "generate")
     steps = [
         (detail, step)
         for row in admin.episodes()
@@ -109,6 +113,13 @@ def _judge(admin: BigWorldClient, model_dir: Path, limit: int) -> dict[str, floa
             batch = steps[i : i + size]  # a batch may span episodes here; the agent's does not
             judge.judge(batch[0][0], [step for _, step in batch], VOTES)
         rates[f"{size} step(s) per call"] = len(steps) * VOTES / (time.perf_counter() - start)
+    rank = ModelJudge(model, Sampling(1.0, 24, 0), "rank")
+    rank.judge(steps[0][0], [steps[0][1]], 1)  # warm-up, not timed
+    start = time.perf_counter()
+    for i in range(0, len(steps), 8):  # batched as the agent does; each step is one pass
+        batch = steps[i : i + 8]
+        rank.judge(batch[0][0], [step for _, step in batch], VOTES)
+    rates["rank, 1 pass per step"] = len(steps) * VOTES / (time.perf_counter() - start)
     return rates
 
 

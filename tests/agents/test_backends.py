@@ -74,3 +74,4 @@ def test_a_model_judge_asks_once_for_m_votes_on_each_step_and_gives_them_back_in
         [f"step {s} draw {k}" for k in range(3)] for s in (4, 5, 6)
     ]
     assert [[v.score for v in step] for step in votes] == [[1] * 3, [-1] * 3, [1] * 3]
+    assert {(v.mode, v.temperature) for step in votes for v in step} == {("generate", 1.0)}

@@ -106,6 +106,8 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
             assert [s["step"] for s in e["steps"]] == list(range(1, e["last_step"] + 1))
             votes = {(j["step"], j["vote"]) for j in e["judgments"]}
             assert votes == {(s["step"], j) for s in e["steps"] for j in range(VOTES)}
+            # each stored judgment names the decoding that produced it
+            assert {(j["mode"], j["temperature"]) for j in e["judgments"]} <= {("generate", 1.0)}
         assert all(s["prompt"] and s["completion"] and s["policy_version"] for s in stored)
         assert {s["policy_version"] for s in stored} == {"0", "1"}
         by_agent = {
@@ -145,6 +147,7 @@ def test_heuristic_judge_scores_by_recorded_oracle_distance_newest_episode_first
         assert first_judgment == sorted(first_judgment, reverse=True)  # the newest came first
         for summary in admin.episodes():
             e = admin.episode(summary["id"])
+            assert all(j["mode"] is None and j["temperature"] is None for j in e["judgments"])
             before = e["distance"]
             for s in e["steps"]:
                 scores = {j["score"] for j in e["judgments"] if j["step"] == s["step"]}
