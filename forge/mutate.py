@@ -9,7 +9,12 @@ Variants change one thing about a task, along the axes each family's parameters 
 - craft: another item, with a longer or shorter recipe chain;
 - gather-and-deliver: one unit more or fewer, another resource, another receptacle (across
   regions);
-- cooperate: another object type to hand over.
+- cooperate: another object type to hand over;
+- go_to: a target one hop nearer or farther, or else a looser or tighter step budget.
+
+Below and above them runs the curriculum (:func:`descend`, :func:`climb`): the easier
+neighbour of a family's easiest task is a go_to, and the harder neighbour of a go_to at the
+top hop count is a task of the family the curriculum came down from.
 
 Candidates come from the world's own candidate generator near the avatar that last rolled the
 task out, so every parameter names something that exists. A cheap estimate of each variant's
@@ -21,19 +26,19 @@ smallest step beyond the parent's (longer for harder, shorter for easier) wins.
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from world import oracle
-from world.candidates import STATION_FOR, candidates
+from world.candidates import STATION_FOR, candidates, go_to_candidates
 from world.entities import Thing
 from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
-from world.tasks import PLACE_CONDITION, Task, goal_met
+from world.tasks import DRAWN_FAMILIES, PLACE_CONDITION, Task, goal_met
 
 HARDER, EASIER = "harder", "easier"
 LADDER: dict[str, dict[str, tuple[str, ...]]] = {
@@ -50,6 +55,8 @@ LADDER: dict[str, dict[str, tuple[str, ...]]] = {
         for f in ("clean_and_place", "heat_and_place", "cool_and_place", "pick_two_and_place")
     },  # fmt: skip
 }
+# What a go_to climbs back to when no family is on record: the bottom of the place ladder.
+CLIMB_FAMILY = "pick_and_place"
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,8 @@ class Attempt:
 def variants(snap: Snapshot, task: Task) -> list[Task]:
     """Every one-change variant of ``task`` near the snapshot's avatar (not yet checked)."""
     p, family = task.params, task.family
+    if family == "go_to":
+        return _unique(task, _go_to_variants(snap, p))
     found: list[dict[str, Any]] = []
     families = [family]
     shared: tuple[str, ...]
@@ -95,6 +104,10 @@ def variants(snap: Snapshot, task: Task) -> list[Task]:
             found.append({"family": family, "params": c})
     for other in families[1:]:  # the ladder keeps every parameter
         found.append({"family": other, "params": p})
+    return _unique(task, found)
+
+
+def _unique(task: Task, found: Iterable[dict[str, Any]]) -> list[Task]:
     out: dict[str, Task] = {}
     for spec in found:
         try:
@@ -104,6 +117,33 @@ def variants(snap: Snapshot, task: Task) -> list[Task]:
         if made.id != task.id:
             out.setdefault(made.id, made)
     return list(out.values())
+
+
+def _go_to_variants(snap: Snapshot, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Targets a hop nearer or farther (with their default budgets), and the same target with
+    the budget doubled or halved (never below the hops)."""
+    keep = {"from_family": p["from_family"]} if "from_family" in p else {}
+    for hops in (p["hops"] - 1, p["hops"] + 1):
+        if hops >= 1:
+            for c in go_to_candidates(snap, hops):
+                yield {"family": "go_to", "params": {**c, **keep}}
+    budget = p.get("budget", 2 * p["hops"])
+    for other in (2 * budget, max(p["hops"], budget // 2)):
+        if other != budget:
+            yield {"family": "go_to", "params": {**p, "budget": other}}
+
+
+def budget_step(parent: Task, variant: Task, direction: str) -> bool:
+    """Whether ``variant`` is ``parent`` (a go_to) with only its budget changed, looser for
+    EASIER or tighter for HARDER."""
+    if parent.family != "go_to" or variant.family != "go_to":
+        return False
+    p, v = parent.params, variant.params
+    old, new = p.get("budget", 2 * p["hops"]), v.get("budget", 2 * v["hops"])
+    same = {k: x for k, x in p.items() if k != "budget"} == {
+        k: x for k, x in v.items() if k != "budget"
+    }
+    return same and (new > old if direction == EASIER else new < old)
 
 
 def estimate(snap: Snapshot, task: Task) -> float:
@@ -142,6 +182,9 @@ def estimate(snap: Snapshot, task: Task) -> float:
             + snap.closed(target.id)
             + 1
         )
+    if family == "go_to":  # a rung's difficulty is its hops: it is handed out within them
+        reachable = math.isfinite(snap.dist(snap.me.place, p["place"]))
+        return float(p["hops"]) if reachable else math.inf
     other = snap.avatars.get(p["avatar"])  # cooperate
     costs = (
         [_fetch(snap, t, other.place) for t in _objects(snap, p["object"], None)] if other else []
@@ -190,6 +233,11 @@ def propose(
     for variant in variants(snap, task):
         if variant.id in exclude:
             continue
+        if variant.family == "go_to" and task.family == "go_to":
+            # A go_to keeping its target changes only its budget: only the asked way counts.
+            same = variant.params["place"] == task.params["place"]
+            if same and not budget_step(task, variant, direction):
+                continue
         guess = estimate(snap, variant)
         step = sign * (guess - own) if math.isfinite(own) else 0.0
         if math.isinf(guess) or math.isnan(step) or step < 0:
@@ -210,20 +258,118 @@ def propose(
         and (a.plan_length > base if direction == HARDER else a.plan_length < base)
     ]
     if not fits:
-        return None, attempts
+        # A go_to with no target a hop nearer (farther) gets a looser (tighter) budget instead.
+        budgets = [a for a in attempts if a.plan_length and budget_step(task, a.task, direction)]
+        return (budgets[0] if budgets else None), attempts
     # The smallest step in the asked direction: a gradual curriculum.
     best = min(fits, key=lambda a: abs((a.plan_length or 0) - base))
     return best, attempts
 
 
-def check(world: World, task: Task, avatar_id: str, budget: int) -> int | None:
-    """The oracle's plan length for ``task`` from the current state (0: goal holds already;
-    None: no plan, or the task names places that are no place ids of this world)."""
+def moves(world: World, task: Task, avatar_id: str, budget: int) -> int | None:
+    """How many ``go to`` moves the oracle's plan for ``task`` takes from here now."""
     try:
         found = oracle.plan(world, task, avatar_id, budget=budget)
     except (ValueError, WorldError):
         return None
-    return len(found) if found is not None else None
+    return None if found is None else sum(a.startswith("go to ") for a in found.actions)
+
+
+def descend(
+    world: World,
+    task: Task,
+    avatar_id: str,
+    *,
+    hops: int,
+    gen: np.random.Generator,
+    tries: int,
+    budget: int,
+    exclude: Container[str],
+) -> tuple[Attempt | None, list[Attempt]]:
+    """The curriculum's step down from ``task`` (of any family but go_to): a go_to at
+    ``hops`` moves from the avatar, or at fewer where none is, down to one hop. The target is
+    the place ``task`` names when it lies at that distance (the first leg of the failing task),
+    else one drawn by ``gen``; it carries ``from_family`` to climb back to."""
+    try:
+        snap = Snapshot.of(world, avatar_id, _places(task))
+    except (ValueError, WorldError):
+        return None, []
+    attempts: list[Attempt] = []
+    own = task.params.get("place")
+    for rung in range(max(1, hops), 0, -1):
+        found = [
+            Task.make("go_to", {**c, "from_family": task.family})
+            for c in go_to_candidates(snap, rung)
+        ]
+        found = [t for t in found if t.id not in exclude]
+        order = [int(i) for i in gen.permutation(len(found))]
+        ranked = sorted(
+            (found[i] for i in order), key=lambda t: t.params["place"] != own
+        )  # stable: the failing task's own place first, then gen's order
+        for variant in ranked[:tries]:
+            length = _plan_length(world, snap, variant, avatar_id, budget)
+            attempts.append(Attempt(variant, float(rung), length))
+            if length:
+                return attempts[-1], attempts
+    return None, attempts
+
+
+def climb(
+    world: World,
+    task: Task,
+    avatar_id: str,
+    *,
+    gen: np.random.Generator,
+    tries: int,
+    budget: int,
+    exclude: Container[str],
+) -> tuple[Attempt | None, list[Attempt]]:
+    """The curriculum's step up from a mastered go_to: the task of its ``from_family`` (else
+    CLIMB_FAMILY) near the avatar with the shortest oracle plan among the ``tries`` that
+    estimate shortest."""
+    family = task.params.get("from_family", CLIMB_FAMILY)
+    if family not in DRAWN_FAMILIES:
+        return None, []
+    try:
+        snap = Snapshot.of(world, avatar_id)
+    except (ValueError, WorldError):
+        return None, []
+    made: dict[str, Task] = {}
+    for params in candidates(snap, family):
+        try:
+            variant = Task.make(family, params)
+        except TaskError:
+            continue
+        if variant.id not in exclude:
+            made.setdefault(variant.id, variant)
+    scored = [(estimate(snap, t), float(gen.random()), t) for t in made.values()]
+    scored = sorted((s for s in scored if math.isfinite(s[0])), key=lambda s: s[:2])
+    attempts = []
+    for guess, _, variant in scored[:tries]:
+        attempts.append(
+            Attempt(variant, guess, _plan_length(world, snap, variant, avatar_id, budget))
+        )
+    solved = [a for a in attempts if a.plan_length]
+    return (min(solved, key=lambda a: a.plan_length or 0) if solved else None), attempts
+
+
+def check(world: World, task: Task, avatar_id: str, budget: int) -> int | None:
+    """The oracle's plan length for ``task`` from the current state (0: goal holds already;
+    None: no plan, the task names places that are no place ids of this world, or it is a
+    go_to whose target lies farther than its rung's ``hops``)."""
+    try:
+        found = oracle.plan(world, task, avatar_id, budget=budget)
+    except (ValueError, WorldError):
+        return None
+    return _on_rung(task, len(found)) if found is not None else None
+
+
+def _on_rung(task: Task, length: int) -> int | None:
+    """``length``, or None for a go_to whose target is more than ``hops`` moves away: a rung
+    of the curriculum is handed out only where it is no harder than its hops say."""
+    if task.family == "go_to" and length > task.params["hops"]:
+        return None
+    return length
 
 
 def _plan_length(
@@ -232,7 +378,7 @@ def _plan_length(
     if goal_met(world, task, avatar_id):
         return 0
     found = oracle.plan_in(snap, task, budget=budget)
-    return len(found) if found is not None else None
+    return _on_rung(task, len(found)) if found is not None else None
 
 
 def _places(task: Task) -> tuple[str, ...]:

@@ -109,7 +109,7 @@ def begin(
             family=row.family,
             status="open",
             outcome=None,
-            budget=runtime.settings.step_budget,
+            budget=tasks.step_budget(task, runtime.settings.step_budget),
             last_step=0,
             begin_tick=world.tick,
             end_tick=None,

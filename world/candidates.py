@@ -21,9 +21,24 @@ CRAFT_CLEARANCE = 3  # no craft task for an item lying within this many moves of
 NOT_TARGETS = ("desk lamp", "floor lamp")  # capacity-one lamps make poor delivery targets
 
 
-def candidates(snap: Snapshot, family: str) -> list[dict[str, Any]]:
-    """Parameter sets of ``family`` that make sense near the avatar (not yet checked)."""
+def candidates(snap: Snapshot, family: str, *, hops: int = 1) -> list[dict[str, Any]]:
+    """Parameter sets of ``family`` that make sense near the avatar (not yet checked);
+    ``hops`` is the distance of a go_to's target, in ``go to`` moves."""
+    if family == "go_to":
+        return list(go_to_candidates(snap, hops))
     return list(_CANDIDATES[family](snap, family))
+
+
+def go_to_candidates(snap: Snapshot, hops: int) -> Iterator[dict[str, Any]]:
+    """Places exactly ``hops`` moves away whose last move is ``go to`` their own name (a road
+    is labelled by its direction, not by the hub it leads to), so that the move that finishes
+    a one-hop go_to is word for word among the admissible actions. Its budget is 2 × hops."""
+    here = snap.me.place
+    for place in sorted(snap.places):
+        path = snap.path(here, place)
+        if path is None or len(path) != hops or path[-1] != snap.places[place].name:
+            continue
+        yield {**_names(snap, place), "hops": hops, "budget": 2 * hops}
 
 
 def _names(snap: Snapshot, place: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ simulated):
   trips), same caveat.
 - gather_and_deliver: **shortest among plans that gather** the units from one resource with
   one tool (held or picked up); units lying around are not used.
+- go_to: **shortest**: the breadth-first path of ``go to`` moves to the place.
 - craft: **heuristic** (an upper bound on the shortest): the recipe tree is expanded with held
   units first, then either lying units or sub-recipes (both strategies are built and the
   shorter kept); sources are visited nearest-first and each craft is made as soon as its
@@ -259,12 +260,23 @@ def _gather_builder(
     return build
 
 
+def _go_to(snap: Snapshot, task: Task, budget: int) -> Plan | None:
+    """The shortest path of ``go to`` moves (the snapshot's breadth-first search)."""
+    place = task.params["place"]
+
+    def build(sim: Rehearsal) -> None:
+        sim.goto(place)
+
+    return build_best(snap, task, [(snap.dist(snap.me.place, place), build)], budget, 1)
+
+
 PLANNERS: dict[str, Callable[[Snapshot, Task, int], Plan | None]] = {
     **{family: _place_one for family in PLACE_CONDITION},
     "examine_in_light": _examine,
     "craft": plan_craft,
     "gather_and_deliver": _gather,
     "cooperate": _cooperate,
+    "go_to": _go_to,
 }
 
 

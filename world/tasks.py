@@ -37,7 +37,11 @@ ALFRED_FAMILIES = (
     "examine_in_light",
     "pick_two_and_place",
 )
-FAMILIES = (*ALFRED_FAMILIES, "craft", "gather_and_deliver", "cooperate")
+# The families a draw of "any family" picks from. go_to, the bottom rung of the forge's
+# curriculum, is asked for by name (or proposed by the forge) and stays out of this draw, so
+# that a draw of any family hands out what it always did.
+DRAWN_FAMILIES = (*ALFRED_FAMILIES, "craft", "gather_and_deliver", "cooperate")
+FAMILIES = (*DRAWN_FAMILIES, "go_to")
 
 # Families that put objects of one type into a receptacle, and the condition each object needs.
 PLACE_CONDITION = {
@@ -65,11 +69,15 @@ PARAMS: dict[str, dict[str, type]] = {
         "receptacle_label": str, "place": str, "place_name": str,
     },
     "cooperate": {"object": str, "avatar": str, "avatar_name": str, "baseline": int},
+    "go_to": {"place": str, "place_name": str, "hops": int},
 }  # fmt: skip
 # "direction" ("north", ...) says that a place lies in the region next to the avatar's.
 _OPTIONAL: dict[str, dict[str, type]] = {
     **{family: {"direction": str} for family in (*PLACE_CONDITION, "examine_in_light")},
     "gather_and_deliver": {"resource_direction": str, "direction": str},
+    # budget: the task's own step budget; from_family: the family a forge curriculum came down
+    # from, which it climbs back to once this rung is mastered.
+    "go_to": {"direction": str, "budget": int, "from_family": str},
 }
 
 
@@ -134,11 +142,13 @@ def _check(family: object, params: dict[str, Any]) -> None:
             raise TaskError(
                 f"{family}: expected {name} as a non-empty {kind.__name__}, got {value!r}"
             )
-    for name in ("units", "baseline"):
-        if name in params and params[name] < (1 if name == "units" else 0):
-            raise TaskError(
-                f"{family}: expected {name} >= {1 if name == 'units' else 0}, got {params[name]}"
-            )
+    for name, least in (("units", 1), ("baseline", 0), ("hops", 1), ("budget", 1)):
+        if name in params and params[name] < least:
+            raise TaskError(f"{family}: expected {name} >= {least}, got {params[name]}")
+    if params.get("from_family", DRAWN_FAMILIES[0]) not in DRAWN_FAMILIES:
+        raise TaskError(
+            f"{family}: expected from_family in {DRAWN_FAMILIES}, got {params['from_family']!r}"
+        )
 
 
 def _a(word: str) -> str:
@@ -178,7 +188,16 @@ def describe(task: Task) -> str:
             f"{'it' if p['units'] == 1 else 'them'} {_prep(p['receptacle_label'])} "
             f"{p['receptacle_label']} in {target}"
         )
+    if f == "go_to":
+        return f"go to {_where(p['place_name'], p.get('direction'))}"
     return f"bring {_a(p['object'])} to {p['avatar_name']} and give it to them"
+
+
+def step_budget(task: Task, default: int) -> int:
+    """The steps an episode of ``task`` may take: ``default`` (the server's budget), or the
+    task's own ``budget`` when it names a smaller one."""
+    own = task.params.get("budget")
+    return min(default, own) if isinstance(own, int) else default
 
 
 def temperature(thing: Thing, tick: int) -> str:
@@ -252,12 +271,18 @@ def _given(world: World, task: Task, avatar_id: str) -> bool:
     return units(world.peek_inventory(p["avatar"]), p["object"]) > p["baseline"]
 
 
+def _arrived(world: World, task: Task, avatar_id: str) -> bool:
+    avatar = _avatar(world, avatar_id)
+    return avatar is not None and avatar.place == task.params["place"]
+
+
 GOALS: dict[str, Callable[[World, Task, str], bool]] = {
     **{family: _placed for family in PLACE_CONDITION},
     "examine_in_light": _examined,
     "craft": _crafted,
     "gather_and_deliver": _delivered,
     "cooperate": _given,
+    "go_to": _arrived,
 }
 
 
@@ -281,10 +306,12 @@ def instantiate(
     gen: np.random.Generator,
     *,
     budget: int = DEFAULT_BUDGET,
+    hops: int = 1,
 ) -> Task | None:
     """A task of ``family`` for the avatar in the current state, or None if none is found.
 
     The task does not hold yet and the oracle has found a plan for it within ``budget``.
+    ``hops`` is go_to's only: its target lies exactly that many ``go to`` moves away.
     """
     # The planner's modules build on tasks, so they are imported when first needed.
     from world import oracle
@@ -294,7 +321,7 @@ def instantiate(
     if family not in PARAMS:
         raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
     snap = Snapshot.of(world, avatar_id)
-    candidates = propose(snap, family)
+    candidates = propose(snap, family, hops=hops)
     order = [int(i) for i in gen.permutation(len(candidates))]
     tries = 0
     for index in order:
@@ -316,18 +343,26 @@ def sample_task(
     key: str,
     family: str | None = None,
     budget: int = DEFAULT_BUDGET,
+    hops: int = 1,
 ) -> Task:
     """A task for the avatar, a pure function of (world seed, tick, avatar, key) and the state.
 
-    With ``family`` None, families are tried in a random order. Raises TaskError when no
-    task of the family (or of any family) can be made here now.
+    With ``family`` None, the families of DRAWN_FAMILIES are tried in a random order. ``hops``
+    applies to go_to alone (its target's distance in ``go to`` moves). Raises TaskError when
+    no task of the family (or of any family) can be made here now.
     """
     if family is not None and family not in PARAMS:
         raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
+    if hops < 1:
+        raise TaskError(f"expected hops >= 1, got {hops}")
     gen = rng.rng(world.seed, world.tick, f"avatar:{avatar_id}", f"task:{key}")
-    families = [family] if family else [FAMILIES[int(i)] for i in gen.permutation(len(FAMILIES))]
+    families = (
+        [family]
+        if family
+        else [DRAWN_FAMILIES[int(i)] for i in gen.permutation(len(DRAWN_FAMILIES))]
+    )
     for name in families:
-        task = instantiate(world, avatar_id, name, gen, budget=budget)
+        task = instantiate(world, avatar_id, name, gen, budget=budget, hops=hops)
         if task is not None:
             return task
     raise TaskError(f"expected a solvable {family or 'task'} near avatar {avatar_id!r}, found none")

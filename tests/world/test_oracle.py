@@ -395,3 +395,20 @@ def test_plans_account_for_spoilage_on_the_way(sim) -> None:
     sim.spawn("berry", holder="a", quantity=3)
     found = plan_of(sim, task)
     assert found is not None and found.actions == ("craft pie",)
+
+
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_oracle_agent_walks_a_go_to_in_exactly_its_hops(make_sim, hops: int) -> None:
+    s = make_sim(7)
+    s.join("a", "Alice")
+    with s.tx() as world:
+        for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            world.region(x, y)  # three hops from the hub reach into the next regions
+    with s.tx() as world:
+        task = sample_task(world, "a", key="walk", family="go_to", hops=hops)
+        agent = OracleAgent(world, task, "a")
+    found = plan_of(s, task)
+    assert found is not None and len(found) == hops == task.params["hops"]
+    assert not goal_met(World(s.backend), task, "a")
+    assert execute(s.backend, task, "a", agent, 2 * hops, strict=True) == (True, hops)
+    assert plan_of(s, task) == Plan((), 0)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from world import engine
+from world import engine, oracle
 from world.errors import TaskError
 from world.state import World
-from world.tasks import FAMILIES, Task, goal_met, sample_task
+from world.tasks import DRAWN_FAMILIES, FAMILIES, Task, goal_met, sample_task, step_budget
 
 KITCHEN, BEDROOM, LIVING_ROOM = "0,0:2", "0,0:4", "0,0:1"
 
@@ -356,3 +356,75 @@ def test_step_then_goal_agrees_with_engine_view(sim) -> None:
     sim.teleport("a", task.params["place"])
     with sim.tx() as world:
         assert label in engine.observe(world, "a").text
+
+
+# -- go_to: the bottom rung of the curriculum ----------------------------------------------------
+def test_go_to_is_sampled_at_the_asked_hops_and_named_as_go_to_actions_name_it(sim) -> None:
+    for hops in (1, 2):
+        with sim.tx() as world:
+            task = sample_task(world, "a", key="g", family="go_to", hops=hops)
+            found = oracle.plan(world, task, "a")
+            admissible = engine.observe(world, "a").admissible
+        p = task.params
+        assert (p["hops"], p["budget"]) == (hops, 2 * hops)
+        assert found is not None and len(found) == hops
+        assert all(a.startswith("go to ") for a in found.actions)
+        assert found.actions[-1] == f"go to {p['place_name']}"
+        assert task.text == f"go to the {p['place_name']}"
+        assert found.actions[0] in admissible
+        if hops == 1:  # the easiest rung: the one right move is word for word admissible
+            assert f"go to {p['place_name']}" in admissible
+        assert not met(sim, task)
+        for action in found.actions:
+            result = sim.step("a", action)
+        assert result.observation.startswith(f"You arrive at the {p['place_name']}.")
+        assert met(sim, task)
+        sim.teleport("a", KITCHEN)
+        assert not met(sim, task)
+
+
+def test_go_to_sampling_is_deterministic_and_asks_for_exact_hops(sim) -> None:
+    with sim.tx() as world:
+        first = sample_task(world, "a", key="det", family="go_to", hops=2)
+        assert sample_task(world, "a", key="det", family="go_to", hops=2) == first
+        assert sample_task(world, "a", key="det", family="go_to") != first  # hops=1 by default
+        with pytest.raises(TaskError, match="hops"):
+            sample_task(world, "a", key="det", family="go_to", hops=0)
+        with pytest.raises(TaskError, match="go_to"):
+            sample_task(world, "a", key="det", family="go_to", hops=40)  # nothing that far
+
+
+def test_a_draw_of_any_family_never_hands_out_go_to(make_sim) -> None:
+    s = make_sim(3)
+    s.join("a", "Alice")
+    s.join("b", "Bob")
+    with s.tx() as world:
+        drawn = {sample_task(world, "a", key=f"any{n}").family for n in range(24)}
+    assert "go_to" not in drawn and len(drawn) >= 3
+    assert "go_to" in FAMILIES and "go_to" not in DRAWN_FAMILIES
+
+
+def test_go_to_params_are_checked() -> None:
+    good = {"place": KITCHEN, "place_name": "kitchen 1", "hops": 1}
+    assert Task.make("go_to", good).text == "go to the kitchen 1"
+    assert (
+        Task.make("go_to", {**good, "direction": "north"}).text
+        == "go to the kitchen 1 to the north"
+    )
+    for bad in (
+        {**good, "hops": 0},
+        {**good, "budget": 0},
+        {**good, "from_family": "go_to"},
+        {"place": KITCHEN, "hops": 1},
+    ):
+        with pytest.raises(TaskError):
+            Task.make("go_to", bad)
+
+
+def test_step_budget_is_the_smaller_of_the_servers_and_the_tasks() -> None:
+    go = Task.make("go_to", {"place": KITCHEN, "place_name": "kitchen 1", "hops": 2, "budget": 4})
+    assert step_budget(go, 50) == 4
+    assert step_budget(go, 3) == 3
+    unbudgeted = Task.make("go_to", {"place": KITCHEN, "place_name": "kitchen 1", "hops": 2})
+    assert step_budget(unbudgeted, 50) == 50
+    assert step_budget(place_task("pick_and_place", 12), 50) == 50
