@@ -132,8 +132,8 @@ def _gather_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
 
 def _cooperate_candidates(snap: Snapshot, family: str) -> Iterator[dict[str, Any]]:
     for other in sorted(snap.avatars.values(), key=lambda a: a.id):
-        if other.id == snap.avatar_id:
-            continue
+        if other.id == snap.avatar_id or len(snap.held(other.id)) >= snap.rules.avatar_capacity:
+            continue  # nobody can hand a thing to full hands
         theirs: Counter[str] = Counter()
         for thing in snap.held(other.id):
             theirs[thing.type] += thing.quantity

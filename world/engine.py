@@ -76,7 +76,11 @@ class View:
 
     @property
     def free_slots(self) -> int:
-        return self.avatar.capacity - len(self.held)
+        return self.rules.avatar_capacity - len(self.held)
+
+    def hands_full(self) -> Rejected:
+        """The refusal of an action that needs a free slot (logged with the rejection)."""
+        return Rejected(f"your hands are full: you can carry {self.rules.avatar_capacity} things")
 
 
 def _is_reachable(receptacle: Thing) -> bool:
@@ -248,7 +252,7 @@ def _take(view: View, action: Action, apply: bool) -> str:
     if thing.container != receptacle.id:
         raise Rejected(f"{thing.label} is not in {receptacle.label}")
     if view.free_slots < 1:
-        raise Rejected("hands full")
+        raise view.hands_full()
     if apply:
         thing.attrs.pop("chilled", None)
         view.world.move(thing, holder=view.avatar.id)
@@ -331,7 +335,7 @@ def _gather(view: View, action: Action, apply: bool) -> str:
         raise Rejected("too dark")
     stack = _stack_for(view, spec.yields)
     if stack is None and view.free_slots < 1:
-        raise Rejected("hands full")
+        raise view.hands_full()
     if apply:
         resource.attrs["stock"] = round(resource.number("stock") - 1, 3)
         world.touch(resource)
@@ -402,7 +406,7 @@ def _craft(view: View, action: Action, apply: bool) -> str:
     spec = rules.objects[recipe.output]
     slots = 1 if spec.stack >= recipe.count else recipe.count
     if view.free_slots + emptied < slots:
-        raise Rejected("hands full")
+        raise view.hands_full()
     if apply:
         for thing, take in consumed:
             _consume(world, thing, take)
@@ -420,8 +424,9 @@ def _give(view: View, action: Action, apply: bool) -> str:
     other = next((a for a in view.others if a.name.lower() == action.target), None)
     if other is None:
         raise Rejected(f"nobody called {action.target!r} here")
-    if len(view.world.inventory(other.id)) >= other.capacity:
-        raise Rejected(f"{other.name}'s hands are full")
+    capacity = view.rules.avatar_capacity
+    if len(view.world.inventory(other.id)) >= capacity:
+        raise Rejected(f"{other.name}'s hands are full: they can carry {capacity} things")
     if apply:
         view.world.move(thing, holder=other.id)
     return f"You give the {thing.label} to {other.name}."
@@ -456,7 +461,7 @@ def _trade(view: View, action: Action, apply: bool) -> str:
         raise Rejected(f"{thing.quantity} {thing.type} are worth less than one {wanted}")
     stack = _stack_for(view, wanted)
     if stack is None and view.free_slots + int(units == thing.quantity) < 1:
-        raise Rejected("hands full")
+        raise view.hands_full()
     if apply:
         _consume(view.world, thing, units)
         _receive(view, stack, wanted)

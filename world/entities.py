@@ -114,5 +114,7 @@ class Avatar:
     id: str
     name: str
     place: str
-    capacity: int = 6  # inventory slots
+    # Inventory slots under the rules it joined with (stored with it); the engine enforces the
+    # rules in force, ``Rules.avatar_capacity``.
+    capacity: int
     attrs: dict[str, AttrValue] = field(default_factory=dict)

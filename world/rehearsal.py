@@ -50,7 +50,7 @@ class Rehearsal:
         return self.world.inventory(self.me)
 
     def free(self) -> int:
-        return self.world.avatar(self.me).capacity - len(self.held())
+        return self.snap.rules.avatar_capacity - len(self.held())
 
     def view(self) -> engine.View:
         """What the avatar sees now, with its lazy dynamics settled to now: the real engine

@@ -183,6 +183,9 @@ class Rules:
     places: Mapping[str, PlaceTemplate]
     regions: Mapping[str, RegionTemplate]
     dynamics: RulesVersion  # the genesis version
+    # Inventory slots of every avatar (a stack fills one). Each held thing adds a dozen
+    # ``put X in Y`` actions to every admissible list, so few slots keep prompts short.
+    avatar_capacity: int = 3
 
     def kind_of(self, type_name: str) -> str:
         """``object``, ``receptacle`` or ``resource``."""
@@ -321,14 +324,27 @@ def load_rules(data_dir: Path = DATA_DIR) -> Rules:
         "dynamics in",
         lambda _, s: RulesVersion.from_row(s),
     )
+    avatar = things.get("avatar") or {}
+    if not isinstance(avatar, dict):
+        raise RulesError(f"expected a mapping for avatar in {data_dir / 'things.yaml'}")
     rules = Rules(
-        objects, receptacles, resources, recipes, places, regions, dynamics["dynamics.yaml"]
+        objects,
+        receptacles,
+        resources,
+        recipes,
+        places,
+        regions,
+        dynamics["dynamics.yaml"],
+        avatar_capacity=avatar.get("capacity", Rules.avatar_capacity),
     )
     _check(rules)
     return rules
 
 
 def _check(rules: Rules) -> None:
+    capacity = rules.avatar_capacity
+    if type(capacity) is not int or capacity < 1:
+        raise RulesError(f"expected avatar capacity as an int >= 1, got {capacity!r}")
     names = [*rules.objects, *rules.receptacles, *rules.resources]
     if len(names) != len(set(names)):
         raise RulesError("expected type names unique across objects, receptacles and resources")

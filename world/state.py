@@ -339,7 +339,7 @@ class World:
     def add_avatar(self, avatar_id: str, name: str, place: str = ORIGIN) -> Avatar:
         """Bring a new avatar into the world (an input: it is logged for replay)."""
         self.place(place)
-        avatar = Avatar(id=avatar_id, name=name, place=place)
+        avatar = Avatar(avatar_id, name, place, capacity=self.rules.avatar_capacity)
         self._avatars[avatar_id] = avatar
         self.touch(avatar)
         self.emit(

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from world import engine
+from world.rules import default_rules
 from world.state import MemoryBackend, World
 
 AVATARS = (("a", "Alice"), ("b", "Bob"), ("c", "Cleo"))
@@ -47,7 +48,7 @@ def check_invariants(backend: MemoryBackend) -> None:
             assert 0.0 <= float(thing.attrs["stock"]), thing.row()
     for avatar in avatars.values():
         held = backend.load_inventory(avatar.id)
-        assert len(held) <= avatar.capacity, avatar.id
+        assert len(held) <= default_rules().avatar_capacity, avatar.id
         assert sorted(t.id for t in held) == sorted(
             t.id for t in things.values() if t.holder == avatar.id
         )

@@ -134,6 +134,12 @@ def test_copy_of_data_loads(data_dir: Path, rules: Rules) -> None:
     assert copy.objects == rules.objects and copy.recipes.keys() == rules.recipes.keys()
 
 
+def test_avatar_capacity_is_data(data_dir: Path, rules: Rules) -> None:
+    assert rules.avatar_capacity == 3
+    _edit(data_dir, "things.yaml", lambda d: d.update({"avatar": {"capacity": 5}}))
+    assert load_rules(data_dir).avatar_capacity == 5
+
+
 def test_missing_file(data_dir: Path) -> None:
     (data_dir / "recipes.yaml").unlink()
     with pytest.raises(RulesError, match="recipes.yaml"):
@@ -170,6 +176,8 @@ def _set(section: str, name: str, spec: dict):
         ("regions.yaml", lambda d: d["places"]["kitchen"]["receptacles"].update({"oven": 1}), "oven"),
         ("regions.yaml", lambda d: d["regions"]["village"]["groups"].append({"places": ["castle"]}), "castle"),
         ("dynamics.yaml", lambda d: d.update({"discovered": ["plank"]}), "locked recipes"),
+        ("things.yaml", lambda d: d.update({"avatar": {"capacity": 0}}), "capacity"),
+        ("things.yaml", lambda d: d.update({"avatar": {"capacity": "3"}}), "capacity"),
     ],
 )  # fmt: skip
 def test_bad_data_raises_rules_error(data_dir: Path, file: str, change, message: str) -> None:
