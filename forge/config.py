@@ -33,6 +33,7 @@ INT_RANGES = {
     "probe_every": (0, 1_000_000),
     "probes_per_family": (0, 100),
     "draw_tries": (0, 100),
+    "curriculum_hops": (1, 100),
 }
 MAX_FLOAT = 1e6  # weights and timeouts above this are mistakes
 
@@ -58,6 +59,10 @@ class ForgeConfig:
     mutation_tries: int = 8  # variants the oracle plans per proposal at most
     plan_budget: int = 4000  # oracle search budget per plan, in proposals and draws alike
     rewriter: str = "programmatic"  # "programmatic", or "language_model" (falls back to it)
+    # -- the curriculum (forge.mutate.descend / climb): a hopeless family's easiest task steps
+    # down to go_to (fewer hops, down to one), and go_to mastered at curriculum_hops steps back up
+    curriculum: bool = True
+    curriculum_hops: int = 3  # the top go_to rung: mastered there, the family comes back
     # -- the draw at episode begin (runs inside the world lock: keep it cheap)
     probe_every: int = 10  # every k-th drawn begin draws a probe task; 0: never
     probes_per_family: int = 2  # the first tasks sampled per family form the fixed probe set

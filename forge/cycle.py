@@ -8,7 +8,10 @@ from the world's counter-based generator keyed by (seed, cycle, task, purpose). 
 what to change; the caller writes the pool, the decisions and commits the world.
 
 The rule (design §8): a task whose accuracy is ≥ α_high gets a harder variant proposed, ≤ α_low
-an easier one. A variant must pass the oracle from the current state and becomes ``pending``
+an easier one. With ``config.curriculum``, the easier neighbour of a hopeless task that has no
+easier variant of its own family (or whose earlier easier proposal did not help) is a go_to,
+and the harder neighbour of a go_to mastered at ``curriculum_hops`` is a task of the family the
+curriculum came down from (see :func:`curriculum_move`). A variant must pass the oracle from the current state and becomes ``pending``
 until ``trial_size`` trial rollouts decide it: a harder one is accepted only if α_low ≤ new <
 old, an easier one only if old < new ≤ α_high, and in both cases new > 0. Accepted variants turn
 ``active`` (and their mastered or hopeless parent may retire); rejected ones retire.
@@ -294,18 +297,59 @@ def _propose(
             variant, length = made[0]
             _admit(result, parent, way, variant, length, "language_model", evidence)
             return
+    if task.family == "go_to":  # a rung's difficulty is its hops, wherever the avatar stands
+        parent_length = evidence["parent_plan_length"] = task.params["hops"]
     gen = rng.rng(world.seed, cycle, f"task:{parent.id}", f"forge:{way}")
-    chosen, attempts = mutate.propose(
-        world,
-        task,
-        avatar,
-        way,
-        parent_length=parent_length,
-        gen=gen,
-        tries=config.mutation_tries,
-        budget=config.plan_budget,
-        exclude=known,
-    )
+    move = curriculum_move(parent, way, config)
+    chosen: mutate.Attempt | None = None
+    attempts: list[mutate.Attempt] = []
+    if move not in (CLIMB, DESCEND):
+        chosen, attempts = mutate.propose(
+            world,
+            task,
+            avatar,
+            way,
+            parent_length=parent_length,
+            gen=gen,
+            tries=config.mutation_tries,
+            budget=config.plan_budget,
+            exclude=known,
+        )
+    solved = chosen is not None and bool(chosen.plan_length)
+    if move == DESCEND or (move == DESCEND_IF_NONE and not solved):
+        hops = _first_rung(world, task, avatar, parent_length, fb.accuracy, config)
+        evidence["curriculum"] = {
+            "move": "down to go_to",
+            "hops": hops,
+            "from_family": task.family,
+            "why": (
+                f"no easier {task.family} variant passed the oracle"
+                if move == DESCEND_IF_NONE
+                else f"an easier proposal for it (cycle {parent.last_proposal_cycle}) did not help"
+            ),
+        }
+        chosen, more = (None, []) if hops is None else mutate.descend(
+            world, task, avatar, hops=hops, gen=gen, tries=config.mutation_tries,
+            budget=config.plan_budget, exclude=known,
+        )  # fmt: skip
+        attempts = more + attempts  # the curriculum's own attempts lead the evidence
+    elif move == CLIMB or (move == CLIMB_IF_NONE and not solved):
+        family = task.params.get("from_family", mutate.CLIMB_FAMILY)
+        evidence["curriculum"] = {
+            "move": f"up from go_to to {family}",
+            "hops": task.params["hops"],
+            "from_family": family,
+            "why": (
+                f"go_to mastered at {task.params['hops']} hops (top rung {config.curriculum_hops})"
+                if move == CLIMB
+                else "no harder go_to variant passed the oracle"
+            ),
+        }
+        chosen, more = mutate.climb(
+            world, task, avatar, gen=gen, tries=config.mutation_tries,
+            budget=config.plan_budget, exclude=known,
+        )  # fmt: skip
+        attempts = more + attempts  # the curriculum's own attempts lead the evidence
     evidence["attempts"] = [a.evidence() for a in attempts[:ATTEMPTS_IN_EVIDENCE]]
     evidence["attempted"] = len(attempts)
     if chosen is None or not chosen.plan_length:
@@ -317,6 +361,51 @@ def _propose(
         result.decisions.append(Decision(kind, "unsolvable", evidence, parent.id, None))
         return
     _admit(result, parent, way, chosen.task, chosen.plan_length, "programmatic", evidence)
+
+
+# How the curriculum moves a task (curriculum_move): step down to go_to at once, or only when
+# the family has no easier variant; step up from go_to at once, or only when no harder go_to is.
+DESCEND, DESCEND_IF_NONE, CLIMB, CLIMB_IF_NONE = (
+    "descend",
+    "descend_if_none",
+    "climb",
+    "climb_if_none",
+)
+
+
+def curriculum_move(parent: PoolTask, way: str, config: ForgeConfig) -> str | None:
+    """Where the curriculum takes ``parent`` in direction ``way``, if anywhere.
+
+    A hopeless task of a family other than go_to steps down to go_to when its family offers
+    no easier variant, and at once when it was proposed for before (its easier variant was
+    rejected, or did not make it solvable). A mastered go_to at the top rung steps up to the
+    family it came down from; below the top, it does so only when no harder go_to exists."""
+    if not config.curriculum:
+        return None
+    if way == EASIER and parent.family != "go_to":
+        return DESCEND if parent.last_proposal_cycle is not None else DESCEND_IF_NONE
+    if way == HARDER and parent.family == "go_to":
+        return CLIMB if parent.params["hops"] >= config.curriculum_hops else CLIMB_IF_NONE
+    return None
+
+
+def _first_rung(
+    world: World,
+    task: Task,
+    avatar: str,
+    parent_length: int | None,
+    accuracy: float | None,
+    config: ForgeConfig,
+) -> int | None:
+    """The go_to rung a hopeless task steps down to: one hop for a task its learners never
+    win (a trial that wins nothing is rejected, so the curriculum starts where a learner that
+    wins nothing may win); else as many hops as the oracle's plan for it moves, at most the
+    top rung and fewer than its plan is long. None when even one hop is no easier."""
+    moves = 1 if not accuracy else mutate.moves(world, task, avatar, config.plan_budget) or 1
+    hops = min(moves, config.curriculum_hops)
+    if parent_length:
+        hops = min(hops, parent_length - 1)
+    return hops if hops >= 1 else None
 
 
 def _admit(
