@@ -37,7 +37,9 @@ class LanguageModel(Protocol):
         ...
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
-        """Summed log-probability of each completion after ``prompt`` (natural log)."""
+        """Each completion's rank-mode score after ``prompt``: its mean log-probability per
+        token (natural log). Summed, an untrained model's scores differ by ~8 nats per token
+        of length, so a short action such as ``look`` would win nearly every draw."""
         ...
 
     def reload(self, path: Path, version: str) -> None:
@@ -84,18 +86,24 @@ class TransformersModel:
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
             )
-        texts = self.tokenizer.batch_decode(
-            generated[:, batch.input_ids.shape[1] :], skip_special_tokens=True
-        )
+        new = generated[:, batch.input_ids.shape[1] :]
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        # An answer that ended on its own keeps its end token as text, so that the trainer
+        # trains the tokens sampled; one cut at max_new_tokens has none (see train/loss.py).
+        eos = self.tokenizer.eos_token_id
+        ended = [bool((row == eos).any()) for row in new]
+        texts = [
+            t + self.tokenizer.eos_token if e else t for t, e in zip(texts, ended, strict=True)
+        ]
         return [str(t) for t in texts for _ in range(1 if sample else sampling.n)]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
-        """Each completion's summed log-prob, all in one forward pass (``candidate_logprobs``)."""
-        from agents.models.tiny import candidate_logprobs, encode_candidates
+        """Each completion's mean token log-prob, in one forward pass (``candidate_scores``)."""
+        from agents.models.tiny import candidate_scores, encode_candidates
 
         ids, rows = encode_candidates(self.tokenizer, prompt, completions)
         with self._torch.no_grad():
-            scores = candidate_logprobs(self.model, ids, rows)
+            scores = candidate_scores(self.model, ids, rows)
         return [float(x) for x in scores]
 
 
@@ -141,13 +149,12 @@ class OpenAIServerModel:
         for choice in sorted(reply.json()["choices"], key=lambda c: c["index"]):
             logprobs = choice["logprobs"]
             offsets, values = logprobs["text_offset"], logprobs["token_logprobs"]
-            scores.append(
-                sum(
-                    v
-                    for o, v in zip(offsets, values, strict=False)
-                    if o >= len(prompt) and v is not None
-                )
-            )
+            mine = [
+                v
+                for o, v in zip(offsets, values, strict=False)
+                if o >= len(prompt) and v is not None
+            ]
+            scores.append(sum(mine) / max(1, len(mine)))
         return scores
 
 
@@ -190,7 +197,13 @@ class VllmModel:
             seed=sampling.seed,
         )
         outs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        return [answer.text for out in outs for answer in out.outputs]
+        end = self.llm.get_tokenizer().eos_token  # kept on answers that ended on their own
+        return [
+            answer.text
+            + (end if answer.finish_reason == "stop" and answer.stop_reason is None else "")
+            for out in outs
+            for answer in out.outputs
+        ]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         from vllm import SamplingParams
@@ -202,9 +215,8 @@ class VllmModel:
         for out in self.llm.generate([prompt + c for c in completions], params, use_tqdm=False):
             entries = out.prompt_logprobs[start:]
             ids = out.prompt_token_ids[start:]
-            scores.append(
-                sum(entry[i].logprob for entry, i in zip(entries, ids, strict=False) if entry)
-            )
+            mine = [entry[i].logprob for entry, i in zip(entries, ids, strict=False) if entry]
+            scores.append(sum(mine) / max(1, len(mine)))
         return scores
 
 

@@ -152,6 +152,13 @@ def candidate_logprobs(model: Any, prompt: list[int], rows: list[list[int]]) -> 
     return torch.zeros(len(rows), device=device).index_add(0, seg[len(prompt) :], per_token)
 
 
+def candidate_scores(model: Any, prompt: list[int], rows: list[list[int]]) -> torch.Tensor:
+    """Rank mode's score of each row: its mean token log-prob, (len(rows),). A rank-mode
+    policy samples from ``softmax(scores / T)``; the trainer trains exactly that."""
+    lengths = torch.tensor([len(r) for r in rows], device=model.device, dtype=torch.float)
+    return candidate_logprobs(model, prompt, rows) / lengths
+
+
 def load_weights(model: PreTrainedModel, path: Path) -> None:
     """Copy the weights saved in ``path`` into ``model`` in place (same architecture).
 

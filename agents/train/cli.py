@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from agents.cli import add_server_options, command, stop_on_signals
-from agents.train.config import GROUP_KEYS, MODES, WARM_START_LOSSES, TrainConfig
+from agents.train.config import GROUP_KEYS, KL_REFERENCES, MODES, WARM_START_LOSSES, TrainConfig
 
-CHOICES = {"mode": MODES, "group_by": GROUP_KEYS, "warm_start_loss": WARM_START_LOSSES}
+CHOICES = {
+    "mode": MODES,
+    "group_by": GROUP_KEYS,
+    "kl_reference": KL_REFERENCES,
+    "warm_start_loss": WARM_START_LOSSES,
+}
 _COMMENT = re.compile(r"^\s+(\w+): [^=]+=.*?#\s*(.+)$")
 
 

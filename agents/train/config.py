@@ -29,7 +29,7 @@ class TrainConfig:
     # Rollouts are compared within (task id | family | family and start distance, version):
     # "distance" puts together episodes of one family whose start was as far from the goal by
     # the oracle's plan, which a persistent world repeats far more often than a task and start.
-    group_by: str = "distance"
+    group_by: str = "distance"  # rollouts compared within: task | family | distance
     min_group_size: int = 2  # a group with fewer rollouts gives no advantage and is dropped
     group_size: int = 4  # an all-success or all-failure group this big is given up
     max_staleness: int = 2  # waiting rollouts more versions behind than this are dropped
@@ -42,16 +42,18 @@ class TrainConfig:
     # The KL's reference: "start", the version the run started from (anchors successive
     # updates, which noise in the advantages would otherwise let drift), or "rollout", the
     # version that sampled (a trust region within one update: zero on its first pass).
-    kl_reference: str = "start"
+    kl_reference: str = "start"  # the KL's anchor: start (the run's first version) | rollout
     parse_failure_advantage: float = -1.0  # a generated answer that did not parse chose nothing
     unparseable_vote_reward: float = -2.0  # consistency reward of a vote that did not parse
     max_prompt_tokens: int = 2048  # longer prompts keep their end (actions and the question)
     # -- optimisation ------------------------------------------------------------------------
-    lr: float = 1e-4  # AdamW learning rate of the policy (tiny models want more than 1e-6)
-    reward_lr: float = 1e-4  # AdamW learning rate of the reward model
+    # AdamW learning rates for the tiny models (tests/agents/train/test_gradient_direction.py
+    # measures the policy's); pass ~1e-5 for a real checkpoint, ~1e-4 for LoRA adapters
+    lr: float = 2e-3  # AdamW learning rate of the policy
+    reward_lr: float = 1e-3  # AdamW learning rate of the reward model
     weight_decay: float = 0.01  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm
-    batch_size: int = 32  # samples per optimiser step
+    batch_size: int = 8  # samples per optimiser step
     micro_batch_size: int = 8  # samples per forward/backward pass (gradient accumulation)
     ppo_epochs: int = 1  # passes over an update's samples
     min_samples: int = 8  # an update waits until this many policy samples are ready

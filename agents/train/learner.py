@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agents.models.tiny import candidate_logprobs, encode_candidates, load_model
+from agents.models.tiny import candidate_scores, encode_candidates, load_model
 from agents.train.config import TrainConfig
 from agents.train.loss import Encoded, collate, cross_entropy, encode, ppo_loss, token_logprobs
 
@@ -159,7 +159,7 @@ class Learner:
         prompt, rows = encode_candidates(
             self.tokenizer, sample.prompt, sample.candidates, self.config.max_prompt_tokens
         )
-        scores = candidate_logprobs(model, prompt, rows)  # (C,)
+        scores = candidate_scores(model, prompt, rows)  # (C,)
         return torch.log_softmax(scores / sample.temperature, dim=0)[sample.chosen]
 
     def unit_logprobs(
@@ -314,12 +314,12 @@ class Learner:
 
 
 def rank_scores(learner: Learner, choice: Choice) -> Tensor:
-    """The summed log-prob of each candidate completion after the prompt, (C,), as the agent
-    ranks them (``TransformersModel.score``), with gradients when grad mode is on."""
+    """Each candidate completion's score after the prompt, (C,), as the agent ranks them
+    (``TransformersModel.score``), with gradients when grad mode is on."""
     prompt, rows = encode_candidates(
         learner.tokenizer, choice.prompt, choice.candidates, learner.config.max_prompt_tokens
     )
-    return candidate_logprobs(learner.model, prompt, rows)
+    return candidate_scores(learner.model, prompt, rows)
 
 
 def rank_cross_entropy(learner: Learner, choices: Sequence[Choice]) -> UpdateStats:

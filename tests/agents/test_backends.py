@@ -75,3 +75,17 @@ def test_a_model_judge_asks_once_for_m_votes_on_each_step_and_gives_them_back_in
     ]
     assert [[v.score for v in step] for step in votes] == [[1] * 3, [-1] * 3, [1] * 3]
     assert {(v.mode, v.temperature) for step in votes for v in step} == {("generate", 1.0)}
+
+
+def test_a_generated_answer_is_encoded_as_sampled_with_an_end_only_where_it_ended(
+    model: TransformersModel,
+) -> None:
+    from agents.train.loss import encode
+
+    tok = model.tokenizer
+    sampling = Sampling(temperature=1.0, max_new_tokens=6, seed=1, n=8)
+    for answer in model.generate(PROMPTS[:1], sampling):  # the untrained model runs to 6
+        sample = encode(tok, PROMPTS[0], answer, add_end=False)
+        assert tok.eos_token_id not in sample.ids[sample.start :]  # cut: no end it never chose
+        ended = encode(tok, PROMPTS[0], answer + tok.eos_token, add_end=False)
+        assert ended.ids == sample.ids + [tok.eos_token_id]  # its end is one token, once

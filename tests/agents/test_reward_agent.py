@@ -42,8 +42,8 @@ def model(tiny_models: dict[str, Path]) -> TransformersModel:
 
 
 def _verdict_scores(model: TransformersModel, step: Record) -> list[float]:
-    """Each verdict's summed log-prob after the reward prompt, from a plain forward pass over
-    prompt + verdict + eos (not through ``score``'s packed rows)."""
+    """Each verdict's mean token log-prob after the reward prompt (the rank score), from a
+    plain forward pass over prompt + verdict + eos (not through ``score``'s packed rows)."""
     prompt = prompts.reward_prompt(
         step["prompt"], step["completion"], step["action"], step["observation"]
     )
@@ -56,7 +56,8 @@ def _verdict_scores(model: TransformersModel, step: Record) -> list[float]:
         with torch.no_grad():
             logits = model.model(input_ids=torch.tensor([ids])).logits[0]
         logp = torch.log_softmax(logits.float(), dim=-1)
-        scores.append(sum(float(logp[i - 1, ids[i]]) for i in range(len(head), len(ids))))
+        picked = [float(logp[i - 1, ids[i]]) for i in range(len(head), len(ids))]
+        scores.append(sum(picked) / len(picked))
     return scores
 
 

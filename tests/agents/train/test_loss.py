@@ -110,7 +110,8 @@ def test_completion_logprobs_equal_the_policy_agents_rank_scores(models: dict[st
     model, tokenizer = load_model(models["policy"])
     batch = collate([encode(tokenizer, PROMPT, c) for c in completions], tokenizer.pad_token_id)
     with torch.no_grad():
-        ours = token_logprobs(model, batch).sum(dim=1).tolist()
+        # the agent's rank score is the completion's mean token log-prob
+        ours = (token_logprobs(model, batch).sum(dim=1) / batch.targets_mask.sum(dim=1)).tolist()
     assert ours == pytest.approx(scores, abs=1e-3)
     # a long prompt keeps its end, where the actions and the question are
     cut = encode(tokenizer, PROMPT, completions[0], max_prompt_tokens=8)
@@ -218,5 +219,6 @@ def test_rank_cloning_is_the_cross_entropy_of_the_agents_candidate_softmax(
         [encode(learner.tokenizer, PROMPT, c) for c in candidates], learner.tokenizer.pad_token_id
     )
     with torch.no_grad():
-        after = torch.log_softmax(token_logprobs(learner.model, batch).sum(dim=1), dim=0)
+        per_token = token_logprobs(learner.model, batch).sum(dim=1) / batch.targets_mask.sum(dim=1)
+        after = torch.log_softmax(per_token, dim=0)
     assert after[1] > before[1]
