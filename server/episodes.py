@@ -84,7 +84,15 @@ def begin(
         else:
             key = f"{avatar}/{meta['txn_seq'] + 1}"  # unique per world transaction, logged
             try:
-                drawn = forge.draw(session, world, avatar, family, key, now)
+                drawn = forge.draw(
+                    session,
+                    world,
+                    avatar,
+                    family,
+                    key,
+                    now,
+                    go_to_hops=runtime.settings.go_to_hops,
+                )
             except TaskError as exc:
                 raise Conflict(
                     f"no task can be made near this avatar now: {exc}", code="no_task"

@@ -27,8 +27,8 @@ from forge.errors import ConfigError, LanguageModelError
 from forge.pool import PoolTask
 from server.errors import Conflict, Unprocessable
 from server.runtime import Runtime
-from world import tasks
-from world.errors import WorldError
+from world import rng, tasks
+from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
 from world.store import SqlBackend, records
@@ -87,21 +87,33 @@ def update_config(runtime: Runtime, patch: object) -> ForgeConfig:
 
 # -- the draw at episode begin -----------------------------------------------------------------
 def draw(
-    session: Session, world: World, avatar: str, family: str | None, key: str, now: float
+    session: Session,
+    world: World,
+    avatar: str,
+    family: str | None,
+    key: str,
+    now: float,
+    *,
+    go_to_hops: int = 1,
 ) -> Drawn:
     """A task for the avatar from the pool (see ``forge.pool``), checked by the oracle from
     its current state; else a freshly sampled one added to the pool. Runs inside the world
     lock: it loads the live pool rows and plans at most ``draw_tries`` candidates.
+
+    Without a family, once the curriculum has led the pool to a go_to rung
+    (``forge.pool.rung``), the draw follows it: pool go_to tasks (besides probes and pending
+    trials), else a fresh go_to near the avatar at the rung's hops. A fresh sample for
+    ``family`` go_to takes hops uniformly in 1..``go_to_hops``, from the world's generator.
     Raises TaskError when no task can be made near the avatar."""
     row, config = state(session)
     row.draws += 1
     number = row.draws
     here = world.avatar(avatar).place
-    live = [
-        r
-        for r in records.pool_tasks(session=session, statuses=LIVE, family=family)
-        if forge_pool.near(_pool_task(r), here)
-    ]
+    rows = records.pool_tasks(session=session, statuses=LIVE, family=family)
+    current = None
+    if family is None and config.curriculum:  # the rung is the whole pool's, not just near
+        current = forge_pool.rung([_pool_task(r) for r in rows if r.family == "go_to"])
+    live = [r for r in rows if forge_pool.near(_pool_task(r), here)]
     begun = records.episodes_begun(
         session=session, task_ids=[r.id for r in live if r.status == "pending" or r.probe]
     )
@@ -111,7 +123,9 @@ def draw(
         config, seed=world.seed, draw=number, have_probes=any(t.probe for t in pool)
     )
     if mode != forge_pool.FRESH:
-        order = forge_pool.candidates(pool, mode, config, seed=world.seed, draw=number)
+        order = forge_pool.candidates(
+            pool, mode, config, seed=world.seed, draw=number, current=current
+        )
         for candidate in order[: config.draw_tries]:
             length = mutate.check(world, candidate.task, avatar, config.plan_budget)
             if length:  # None: no plan from here; 0: its goal already holds
@@ -124,7 +138,7 @@ def draw(
                     else ("trial" if found.status == "pending" else "pool")
                 )
                 return Drawn(candidate.task, found, how, None, length)
-    task = tasks.sample_task(world, avatar, key=key, family=family, budget=config.plan_budget)
+    task = _fresh(world, avatar, family, key, config, number, current, go_to_hops)
     existing = records.get_task(session=session, task_id=task.id)
     if existing is not None:
         return Drawn(task, existing, "fresh", key)
@@ -160,6 +174,55 @@ def draw(
             created_at=now,
         )
     return Drawn(task, saved, "fresh", key, length)
+
+
+def fresh_hops(seed: int, draw: int, go_to_hops: int) -> int:
+    """The hops of a fresh go_to sampled for a begin that asked for go_to: uniform in
+    1..``go_to_hops``, a pure function of (world seed, draw number)."""
+    most = max(1, go_to_hops)
+    return min(most, 1 + int(rng.uniform(seed, draw, "forge", "draw:go_to_hops") * most))
+
+
+def _fresh(
+    world: World,
+    avatar: str,
+    family: str | None,
+    key: str,
+    config: ForgeConfig,
+    number: int,
+    current: forge_pool.Rung | None,
+    go_to_hops: int,
+) -> tasks.Task:
+    """A freshly sampled task for the draw: for a go_to request, a go_to at ``fresh_hops``;
+    without a family once the curriculum has a rung, a go_to at the rung's hops carrying its
+    ``from_family`` (then any family); else a task of ``family`` (or of any drawn family). A
+    go_to takes fewer hops where no place lies that far (down to one)."""
+    budget = config.plan_budget
+    if family == "go_to":
+        hops = fresh_hops(world.seed, number, go_to_hops)
+        return _go_to_near(world, avatar, key, budget, hops, None)
+    if current is not None:
+        with contextlib.suppress(TaskError):
+            return _go_to_near(world, avatar, key, budget, current.hops, current.from_family)
+    return tasks.sample_task(world, avatar, key=key, family=family, budget=budget)
+
+
+def _go_to_near(
+    world: World, avatar: str, key: str, budget: int, hops: int, from_family: str | None
+) -> tasks.Task:
+    """A go_to at ``hops`` from the avatar, else at fewer (down to one; TaskError when there is
+    none), carrying ``from_family`` when given."""
+    for rung in range(hops, 1, -1):
+        with contextlib.suppress(TaskError):
+            task = tasks.sample_task(
+                world, avatar, key=key, family="go_to", budget=budget, hops=rung
+            )
+            break
+    else:
+        task = tasks.sample_task(world, avatar, key=key, family="go_to", budget=budget, hops=1)
+    if from_family is None:
+        return task
+    return tasks.Task.make("go_to", {**task.params, "from_family": from_family})
 
 
 def admit_requested(session: Session, world: World, avatar: str, task: tasks.Task) -> TaskRow:
@@ -201,6 +264,7 @@ def _pool_task(row: TaskRow, **extra: Any) -> PoolTask:
         accuracy=row.accuracy,
         rollouts=row.rollouts or 0,
         difficulty=row.difficulty,
+        created_tick=row.created_tick,
         **extra,
     )
 

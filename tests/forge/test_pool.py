@@ -6,7 +6,18 @@ from __future__ import annotations
 from collections import Counter
 
 from forge.config import ForgeConfig
-from forge.pool import FRESH, POOL, PROBE, PoolTask, candidates, draw_mode, near
+from forge.pool import (
+    FRESH,
+    POOL,
+    PROBE,
+    PoolTask,
+    Rung,
+    candidates,
+    draw_mode,
+    near,
+    on_rung,
+    rung,
+)
 
 
 def _task(task_id: str, **fields: object) -> PoolTask:
@@ -62,3 +73,44 @@ def test_near_keeps_tasks_whose_places_neighbour_the_avatar() -> None:
     assert not near(PoolTask("c", "pick_and_place", {**placed, "place": "0,-2:0"}), here)
     assert not near(PoolTask("d", "pick_and_place", {**placed, "place": "no place"}), here)
     assert near(_task("craft"), here)
+
+
+def _go_to(task_id: str, hops: int, **fields: object) -> PoolTask:
+    params = {"place": "0,0:1", "place_name": "kitchen 1", "hops": hops}
+    return PoolTask(task_id, "go_to", params, **fields)  # type: ignore[arg-type]
+
+
+def test_the_rung_is_the_newest_go_to_the_curriculum_made_accepted_ones_first() -> None:
+    # Samples, requested tasks, probes and retired variants are no rung.
+    assert rung([]) is None
+    assert rung([_task("a"), _go_to("s", 2), _go_to("r", 2, origin="requested")]) is None
+    assert rung([_go_to("p", 2, origin="easier", probe=True)]) is None
+    assert rung([_go_to("x", 2, origin="easier", status="retired")]) is None
+    # A variant on trial is the rung until one is accepted; the newest accepted one wins.
+    down = _go_to("d", 1, origin="easier", status="pending", created_tick=10)
+    down = PoolTask(down.id, "go_to", {**down.params, "from_family": "pick_and_place"},
+                    status="pending", origin="easier", created_tick=10)  # fmt: skip
+    assert rung([_task("a"), down]) == Rung(1, "pick_and_place", "d")
+    up = _go_to("u", 2, origin="harder", status="pending", created_tick=20)
+    accepted = _go_to("a1", 1, origin="easier", created_tick=5)
+    assert rung([down, up]) == Rung(2, None, "u")  # the newest proposal, none accepted yet
+    assert rung([down, up, accepted]) == Rung(1, None, "a1")
+    assert rung([accepted, _go_to("a2", 3, origin="harder", created_tick=30)]).hops == 3
+
+
+def test_with_a_rung_the_draw_considers_go_to_probes_and_trials_only() -> None:
+    config = ForgeConfig(trial_size=4)
+    pool = [
+        _task("a"),
+        _task("p", status="pending"),
+        _go_to("g", 1),
+        _go_to("probe", 1, probe=True),
+    ]
+    current = Rung(1, None, "g")
+    order = [t.id for t in candidates(pool, POOL, config, seed=1, draw=1, current=current)]
+    assert order == ["p", "g"]
+    assert [t.id for t in candidates(pool, PROBE, config, seed=1, draw=1, current=current)] == [
+        "probe"
+    ]
+    assert {t.id for t in candidates(pool, POOL, config, seed=1, draw=1)} == {"a", "p", "g"}
+    assert on_rung(pool[0], None) and not on_rung(pool[0], current)

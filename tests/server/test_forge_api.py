@@ -289,3 +289,80 @@ def test_disabled_forge_runs_no_cycles_but_the_pool_still_repeats(tmp_path: Path
         assert len(set(drawn)) < len(drawn)
     finally:
         proc.stop()
+
+
+def _step(api: Api, episode: int, index: int, action: str) -> dict:
+    answer = api.post(f"/v1/episodes/{episode}/steps", json={"step": index, "action": action})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
+    quiet: ServerProcess,
+) -> None:
+    admin = Api(quiet.url, ADMIN_TOKEN)
+    _configure(
+        admin,
+        window=4,
+        min_rollouts=1,
+        trial_size=1,
+        cooldown_cycles=0,
+        probe_every=0,
+        probes_per_family=0,
+        fresh_probability=0.0,
+        **NO_WORLD_EVENTS,
+    )
+    ann = admin.agent("ann")
+    hopeless = _begin(ann, family="examine_in_light")
+    _fail(ann, hopeless["episode_id"])
+    # The hopeless task's own easier variants fail their trials until the curriculum steps
+    # down to go_to (family requests draw from the pool as before: trials first).
+    rung = None
+    for _ in range(6):
+        made = admin.post("/v1/forge/cycle").json()["decisions"]
+        down = [d for d in made if d["verdict"] == "proposed" and "curriculum" in d["evidence"]]
+        if down:
+            rung = admin.get(f"/v1/tasks/{down[0]['candidate_id']}").json()
+            break
+        trial = _begin(ann, family="examine_in_light")
+        _fail(ann, trial["episode_id"])
+    assert rung is not None and rung["family"] == "go_to" and rung["status"] == "pending"
+    assert rung["params"]["hops"] == 1 and rung["params"]["from_family"] == "examine_in_light"
+    _configure(admin, trial_size=4)  # its trial stays open through the draws below
+
+    # A begin without a family gets the rung's trial while it is usable from here ...
+    first = _begin(ann)
+    assert first["task"]["id"] == rung["id"] and _draws(admin)[-1] == "trial"
+    assert _solve(ann, admin, first["episode_id"])  # ann now stands at its target
+    # ... and where no pool go_to is usable, a fresh go_to near her at the rung's hops, not
+    # the hopeless task of another family that the pool could still hand out.
+    seen = []
+    for _ in range(3):
+        start = _begin(ann)
+        task = start["task"]
+        assert task["family"] == "go_to" and task["params"]["hops"] == 1, task
+        assert task["params"]["from_family"] == "examine_in_light"
+        seen.append(_draws(admin)[-1])
+        row = admin.get(f"/v1/tasks/{task['id']}").json()
+        assert row["status"] in ("active", "pending")  # every fresh go_to joins the pool
+        assert _solve(ann, admin, start["episode_id"])
+    assert seen[0] == "fresh" and set(seen) <= {"fresh", "pool", "trial"}, seen
+
+
+def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path) -> None:
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", **QUIET, BIGWORLD_GO_TO_HOPS="2"
+    ).start()
+    try:
+        admin = Api(proc.url, ADMIN_TOKEN)
+        _configure(admin, fresh_probability=1.0, probe_every=0, **NO_WORLD_EVENTS)
+        ann = admin.agent("ann")
+        hops = []
+        for _ in range(8):
+            start = _begin(ann, family="go_to")
+            assert _draws(admin)[-1] == "fresh"
+            hops.append(start["task"]["params"]["hops"])
+            _fail(ann, start["episode_id"])
+        assert set(hops) == {1, 2}, hops  # at most 2 hops, both drawn
+    finally:
+        proc.stop()
