@@ -39,6 +39,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "record_distance",
             "forge_enabled",
             "forge_interval_s",
+            "go_to_hops",
             "log_level",
         )
         if (value := getattr(args, name, None)) is not None
@@ -122,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="forge_interval_s",
         type=float,
         help="seconds between forge cycles (env BIGWORLD_FORGE_INTERVAL_S; default 15)",
+    )
+    serve.add_argument(
+        "--go-to-hops",
+        dest="go_to_hops",
+        type=int,
+        help="a begin asking for go_to that samples a fresh task draws its hops uniformly in "
+        "1..N (env BIGWORLD_GO_TO_HOPS; default 1)",
     )
     serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
     serve.set_defaults(run=_serve)
