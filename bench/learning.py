@@ -1,7 +1,16 @@
-"""Does a tiny policy get better in this world, on a laptop-class CPU? (issue 5; not a test)
+"""Does a tiny policy get better in this world, on a laptop-class CPU? A learnability ladder.
 
-Five arms, each on its own server started from one prepared world (same seed, same task
-pool), each given the same wall time:
+Each rung is a task where learning must be possible before a harder one (what CartPole is to
+an RL library):
+
+- ``go_to``: one-hop navigation ("go to the kitchen 3", a 2-step budget); the policy starts
+  untrained (a cold start: it picks nearly uniformly among the admissible actions);
+- ``go_to_2``: go_to up to 2 hops (the server's ``--go-to-hops 2``), also from a cold start;
+- ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
+  scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
+
+Arms, each on its own server started from one prepared world (same seed, same task pool), each
+given the same wall time, all from the same starting weights:
 
 - ``frozen``: the starting policy plays, nothing learns;
 - ``outcome_only``: the trainer learns from outcomes alone;
@@ -10,35 +19,36 @@ pool), each given the same wall time:
 - ``integrated_rm_forge``: the same with the forge on (task adaptation and world dynamics);
   in the other arms the forge is off, but episode begins still re-draw the pool's tasks.
 
-All arms start from the same models, warm-started once before the clock runs (not counted):
+The ``alfworld`` rung's models are warm-started once before the clock runs (not counted):
 demonstrating agents (one per family: the scripted explorer, which decides from the prompt
-alone, or with ``--demonstrator oracle`` the oracle, whose choices rest on what the prompt does
-not show) and a random agent play on a
-preparation server, a heuristic judge (the oracle's plan distance, with some votes flipped)
-judges their steps, the tiny policy is cloned from the demonstrator's choices in its successful
-episodes (rank loss; per-step accuracy measured on the held-out tenth of those episodes), the
-tiny reward model from the judge's answers.
-Each arm's policy agents are the preparation's players (same avatars, same pool tasks).
+alone, or with ``--demonstrator oracle`` the oracle) and a random agent play on a preparation
+server, a heuristic judge (the oracle's plan distance, with some votes flipped) judges their
+steps, the tiny policy is cloned from the demonstrator's choices in its successful episodes
+(rank loss; per-step accuracy measured on the held-out tenth), the tiny reward model from the
+judge's answers. On the go_to rungs both models are untrained.
 
-Reports success rate over wall time per arm, per task family in the first and second half of
-each arm's episodes, and the trainer's figures; writes ``learning.json`` and ``learning.png``::
+Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
+last ``--window`` episodes, per family, the trainer's figures, prompt tokens and candidates per
+step (p50, p95), and for the reward model its step accuracy (votes agreeing with the oracle's
+plan distance) in the first and second half. On the go_to rung it checks the bar: the trained
+arm's last ``--window`` episodes reach the frozen arm's rate + 0.25 and twice its own first.
+Writes ``learning.json`` and ``learning.png``::
 
-    .venv/bin/python bench/learning.py --minutes 5          # about 40 minutes in all
-    .venv/bin/python bench/learning.py --minutes 1 --arms frozen outcome_only   # smoke
+    .venv/bin/python bench/learning.py --rung go_to --minutes 10       # 20 minutes
+    .venv/bin/python bench/learning.py --rung alfworld --minutes 5     # about 40 minutes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
-import struct
 import sys
 import tempfile
 import threading
 import time
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +57,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+import torch  # noqa: E402
 from live import LiveServer, start_server  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from agents.backends import Sampling, TransformersModel  # noqa: E402
 from agents.client import BigWorldClient  # noqa: E402
-from agents.models.tiny import ModelSpec, init_model  # noqa: E402
+from agents.models.tiny import KINDS, ModelSpec, init_model  # noqa: E402
 from agents.policy_agent import (  # noqa: E402
     ExpertPolicy,
     ExplorerPolicy,
@@ -63,7 +75,7 @@ from agents.policy_agent import (  # noqa: E402
 )
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
-from agents.train.config import TrainConfig  # noqa: E402
+from agents.train.config import GROUP_KEYS, TrainConfig  # noqa: E402
 from agents.train.data import episode_from_detail  # noqa: E402
 from agents.train.learner import (  # noqa: E402
     Choice,
@@ -82,6 +94,11 @@ ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "integrated_rm_forge": ("integrated_rm", True),
 }
 VOTES = 3  # m: the judges' votes per step (the trainer's default)
+RUNGS = {  # rung → (families played, server settings, cold start: untrained models)
+    "go_to": (["go_to"], {}, True),
+    "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
+    "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
+}
 COLOURS = {
     "frozen": (120, 120, 120),
     "outcome_only": (31, 119, 180),
@@ -131,6 +148,7 @@ def serve(data: Path, args: argparse.Namespace, **extra: str) -> LiveServer:
         "BIGWORLD_SEED": str(args.seed),
         "BIGWORLD_STEP_BUDGET": str(args.step_budget),
         "BIGWORLD_LOG_LEVEL": "warning",
+        **RUNGS[args.rung][1],
         **extra,
     }
     return start_server(data, env=env)
@@ -151,7 +169,7 @@ class Start:
     the players' credentials in it, and the cloned models."""
 
     world: Path
-    players: dict[str, str]  # family → the token of the policy agent that played it
+    players: dict[str, str]  # "family#i" → the token of the policy agent that plays it
     policy: Path
     reward: Path
     figures: dict[str, Any]
@@ -175,8 +193,8 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
             else ExplorerPolicy(args.seed)
         )
         for family in args.families:
-            players[family] = admin.create_agent(f"player-{family}", "policy").token
-            _play(server.url, players[family], demonstrator, family, args.demos)
+            players[f"{family}#0"] = admin.create_agent(f"player-{family}", "policy").token
+            _play(server.url, players[f"{family}#0"], demonstrator, family, args.demos)
             # the judge's bad examples, from an avatar of its own: a random walk can leave a
             # neighbourhood where no task of the family can be made any more
             other = admin.create_agent(f"random-{family}", "policy").token
@@ -206,12 +224,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
     train = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 != 9]
     held_out = [c for i, e in enumerate(episodes) for c in choices[e] if i % 10 == 9]
     random.Random(args.seed).shuffle(train)
-    spec = ModelSpec(
-        hidden_size=args.hidden_size,
-        intermediate_size=3 * args.hidden_size,
-        num_hidden_layers=args.layers,
-        seed=args.seed,
-    )
+    spec = _spec(args)
     config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
     figures: dict[str, Any] = {
         "families": args.families,
@@ -245,6 +258,33 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
         )
     figures["prepare_s"] = round(time.monotonic() - started, 1)
     return Start(world, players, out["policy"], out["reward"], figures)
+
+
+def prepare_cold(args: argparse.Namespace, work: Path) -> Start:
+    """A fresh world with ``--agents`` players per family, and untrained models."""
+    world = work / "world"
+    server = serve(world, args, BIGWORLD_FORGE_ENABLED="false")
+    try:
+        admin = BigWorldClient(server.url, server.admin_token)
+        players = {
+            f"{family}#{i}": admin.create_agent(f"player-{family}-{i}", "policy").token
+            for family in args.families
+            for i in range(args.agents)
+        }
+    finally:
+        server.stop()
+    models = {kind: init_model(kind, work / f"start-{kind}", _spec(args)) for kind in KINDS}
+    figures = {"families": args.families, "cold_start": True, "agents": len(players)}
+    return Start(world, players, models["policy"], models["reward"], figures)
+
+
+def _spec(args: argparse.Namespace) -> ModelSpec:
+    return ModelSpec(
+        hidden_size=args.hidden_size,
+        intermediate_size=3 * args.hidden_size,
+        num_hidden_layers=args.layers,
+        seed=args.seed,
+    )
 
 
 def _play(url: str, token: str, policy: Any, family: str, episodes: int) -> None:
@@ -282,7 +322,11 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
     mode, forge = ARMS[name]
     world = work / name
     shutil.copytree(start.world, world)
-    env = {"BIGWORLD_FORGE_ENABLED": str(forge).lower(), "BIGWORLD_FORGE_INTERVAL_S": "15"}
+    env = {
+        "BIGWORLD_FORGE_ENABLED": str(forge).lower(),
+        "BIGWORLD_FORGE_INTERVAL_S": "15",
+        "BIGWORLD_RECORD_DISTANCE": "true",  # the reward model's accuracy is measured on it
+    }
     server = serve(world, args, **env)
     played, stops, threads = Played(), [], []
     trainer: Trainer | None = None
@@ -291,12 +335,12 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         admin = BigWorldClient(server.url, server.admin_token)
         started = time.monotonic()
         sampling = Sampling(temperature=args.temperature, max_new_tokens=24, seed=args.seed)
-        for i, (family, token) in enumerate(sorted(start.players.items())):
+        for i, (player, token) in enumerate(sorted(start.players.items())):
             model = TransformersModel(start.policy, version="init", device="cpu")
             runner = TimedRunner(
                 BigWorldClient(server.url, token),
                 ModelPolicy(model, "rank", Sampling(args.temperature, 1, args.seed + i)),
-                RunnerConfig(family=family, poll_s=2.0),
+                RunnerConfig(family=player.split("#")[0], poll_s=2.0),
                 played=played,
                 started=started,
             )
@@ -305,7 +349,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         if mode in ("integrated_frozen_rm", "integrated_rm"):
             token = admin.create_agent(f"{name}-judge", "reward").token
             judge = ModelJudge(
-                TransformersModel(start.reward, version="init", device="cpu"), sampling
+                TransformersModel(start.reward, version="init", device="cpu"), sampling, "rank"
             )
             judges = RewardRunner(
                 BigWorldClient(server.url, token),
@@ -316,16 +360,12 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             threads.append(start_thread(judges.run))
         if mode is not None:
             token = admin.create_agent(f"{name}-trainer", "trainer").token
-            config = TrainConfig(
+            config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
                 group_by=args.group_by,
-                group_size=8,
                 min_samples=args.min_samples,
-                batch_size=16,
-                micro_batch_size=8,
                 lr=args.lr,
-                reward_lr=args.lr,
                 poll_s=1.0,
                 judgment_wait_s=60.0,
                 device="cpu",
@@ -354,6 +394,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         for thread in threads:
             thread.join(timeout=120)
         backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
+        inspected = inspect_steps(admin, start.policy)
     finally:
         server.stop()
     flow = {}  # where the arm's episodes went: judged, waiting, learned from or given up
@@ -374,7 +415,51 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "updates": trainer.history if trainer is not None else [],
         "versions": sorted({r["version"] for r in played.rows}),
         "flow": flow,
+        **inspected,
     }
+
+
+def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> dict[str, Any]:
+    """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
+    episodes, and the reward model's step accuracy per version: the share of its votes that
+    agree with the oracle (+1 where the plan to the goal shrank or the goal was met, else -1)."""
+    tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
+    tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
+    rows = [r for r in admin.episodes(page_size=episodes) if r["status"] != "open"][:episodes]
+    for row in rows:
+        detail = admin.episode(row["id"])
+        before = detail.get("distance")
+        offered = [detail["admissible_actions"]] + [
+            s["admissible_actions"] for s in detail["steps"]
+        ]
+        votes = defaultdict(list)
+        for j in detail["judgments"]:
+            votes[j["step"]].append(j)
+        for step, admissible in zip(detail["steps"], offered, strict=False):
+            if step.get("prompt"):
+                tokens.append(len(tokenizer(step["prompt"]).input_ids))
+                candidates.append(len(admissible))
+            after = step.get("distance")
+            if step["success"] or (before is not None and after is not None):
+                truth = 1 if step["success"] or after < before else -1
+                for j in votes[step["step"]][:VOTES]:
+                    cell = agree[j["model_version"]]
+                    cell[0] += j["score"] == truth
+                    cell[1] += 1
+            before = after
+    return {
+        "prompt_tokens": _percentiles(tokens),
+        "candidates": _percentiles(candidates),
+        "reward_accuracy": {v: round(a / n, 3) for v, (a, n) in sorted(agree.items()) if n},
+    }
+
+
+def _percentiles(values: list[int]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    at = [float(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) for q in (0.5, 0.95)]
+    return {"p50": at[0], "p95": at[1], "n": float(len(values))}
 
 
 def _line(rows: list[dict[str, Any]]) -> str:
@@ -385,16 +470,39 @@ def _line(rows: list[dict[str, Any]]) -> str:
 # --- figures ---------------------------------------------------------------------------------
 
 
-def summarise(result: dict[str, Any], minutes: float, buckets: int = 10) -> dict[str, Any]:
-    rows = sorted(result["episodes"], key=lambda r: r["t"])
+def wilson(wins: int, n: int, z: float = 1.96) -> dict[str, float] | None:
+    """The success rate of ``n`` episodes and its 95% Wilson score interval."""
+    if n == 0:
+        return None
+    p = wins / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return {
+        "rate": round(p, 4),
+        "low": round(centre - half, 4),
+        "high": round(centre + half, 4),
+        "n": n,
+    }
+
+
+def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    return wilson(sum(r["success"] for r in rows), len(rows))
+
+
+def summarise(
+    result: dict[str, Any], args: argparse.Namespace, buckets: int = 10
+) -> dict[str, Any]:
+    """The arm's figures over the rung's episodes (a runner plays one episode of any family
+    where none of its own can be made near the avatar; those are counted apart)."""
+    minutes, window = args.minutes, args.window
+    rows = sorted(
+        (r for r in result["episodes"] if r["family"] in args.families), key=lambda r: r["t"]
+    )
     width = minutes * 60 / buckets
     curve = []
     for b in range(buckets):
         inside = [r for r in rows if b * width <= r["t"] < (b + 1) * width]
-        rate = sum(r["success"] for r in inside) / len(inside) if inside else None
-        curve.append(
-            {"t_end_s": round((b + 1) * width, 1), "episodes": len(inside), "success": rate}
-        )
+        curve.append({"t_end_s": round((b + 1) * width, 1), **(_rate(inside) or {"n": 0})})
     half = len(rows) // 2
     families: dict[str, dict[str, list[int]]] = defaultdict(
         lambda: {"first": [0, 0], "second": [0, 0]}
@@ -411,98 +519,59 @@ def summarise(result: dict[str, Any], minutes: float, buckets: int = 10) -> dict
     return {
         "arm": result["arm"],
         "episodes": len(rows),
-        "success": sum(r["success"] for r in rows) / max(1, len(rows)),
+        "other_episodes": len(result["episodes"]) - len(rows),
+        "success": _rate(rows),
         "first_half": _rate(rows[:half]),
         "second_half": _rate(rows[half:]),
+        "first_window": _rate(rows[:window]),
+        "last_window": _rate(rows[-window:]),
         "curve": curve,
         "per_family": per_family,
         "updates": len(result["updates"]),
         "versions_played": result["versions"],
         "flow": result["flow"],
+        "prompt_tokens": result["prompt_tokens"],
+        "candidates": result["candidates"],
+        "reward_accuracy": result["reward_accuracy"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
     }
 
 
-def _rate(rows: list[dict[str, Any]]) -> float | None:
-    return sum(r["success"] for r in rows) / len(rows) if rows else None
+def verdict(summaries: list[dict[str, Any]], window: int, margin: float) -> list[str]:
+    """Each trained arm against the bar: its last ``window`` episodes at least the frozen
+    arm's rate + ``margin``, and twice its own first ``window``."""
+    frozen = next((s for s in summaries if s["arm"] == "frozen"), None)
+    lines = []
+    for s in summaries:
+        if s["arm"] == "frozen" or frozen is None or not s["last_window"]:
+            continue
+        last, first, base = s["last_window"]["rate"], s["first_window"]["rate"], frozen["success"]
+        ok = last >= base["rate"] + margin and last >= 2 * first
+        lines.append(
+            f"{s['arm']}: last {window} {last:.2f} vs frozen {base['rate']:.2f} + {margin} and "
+            f"2 x first {window} {first:.2f}: {'PASS' if ok else 'FAIL'}"
+        )
+    return lines
 
 
-def plot(summaries: list[dict[str, Any]], path: Path) -> None:
-    """Success rate over wall time per arm: matplotlib when installed, else a plain PNG."""
-    try:
-        import matplotlib
+def plot(summaries: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Success rate over wall time per arm, with 95% Wilson intervals."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        _plain_png(summaries, path)
-        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 4))
     for s in summaries:
-        points = [(c["t_end_s"] / 60, c["success"]) for c in s["curve"] if c["success"] is not None]
-        ax.plot(
-            *zip(*points, strict=True),
-            marker="o",
-            label=s["arm"],
-            color=[x / 255 for x in COLOURS[s["arm"]]],
-        )
-    ax.set(
-        xlabel="minutes",
-        ylabel="success rate",
-        ylim=(0, 1),
-        title="bigworld: tiny policy, same seed and wall time",
-    )
+        points = [c for c in s["curve"] if c.get("rate") is not None]
+        x = [c["t_end_s"] / 60 for c in points]
+        y = [c["rate"] for c in points]
+        errors = [[c["rate"] - c["low"] for c in points], [c["high"] - c["rate"] for c in points]]
+        colour = [v / 255 for v in COLOURS[s["arm"]]]
+        ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=s["arm"], color=colour)
+    ax.set(xlabel="minutes", ylabel="success rate (95% Wilson interval)", ylim=(0, 1), title=title)
     ax.legend()
     fig.savefig(path, dpi=100, bbox_inches="tight")
-
-
-def _plain_png(summaries: list[dict[str, Any]], path: Path, w: int = 640, h: int = 360) -> None:
-    """Axes (0..1 by 0.25) and one coloured polyline per arm; the legend is in learning.json."""
-    pixels = bytearray([255] * (w * h * 3))
-    left, right, top, bottom = 40, w - 20, 20, h - 30
-
-    def dot(x: int, y: int, colour: tuple[int, int, int]) -> None:
-        for dx in (0, 1):
-            for dy in (0, 1):
-                if 0 <= x + dx < w and 0 <= y + dy < h:
-                    i = ((y + dy) * w + x + dx) * 3
-                    pixels[i : i + 3] = bytes(colour)
-
-    def line(x0: int, y0: int, x1: int, y1: int, colour: tuple[int, int, int]) -> None:
-        n = max(abs(x1 - x0), abs(y1 - y0), 1)
-        for k in range(n + 1):
-            dot(x0 + (x1 - x0) * k // n, y0 + (y1 - y0) * k // n, colour)
-
-    grey = (200, 200, 200)
-    for q in range(5):
-        y = bottom - (bottom - top) * q // 4
-        line(left, y, right, y, grey if q else (0, 0, 0))
-    line(left, top, left, bottom, (0, 0, 0))
-    for s in summaries:
-        span = s["curve"][-1]["t_end_s"] if s["curve"] else 1
-        points = [
-            (
-                left + int((right - left) * c["t_end_s"] / span),
-                bottom - int((bottom - top) * c["success"]),
-            )
-            for c in s["curve"]
-            if c["success"] is not None
-        ]
-        for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
-            line(x0, y0, x1, y1, COLOURS[s["arm"]])
-        for x, y in points:
-            for d in range(-2, 3):
-                dot(x + d, y, COLOURS[s["arm"]])
-                dot(x, y + d, COLOURS[s["arm"]])
-    raw = b"".join(b"\x00" + bytes(pixels[y * w * 3 : (y + 1) * w * 3]) for y in range(h))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-    path.write_bytes(png + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -512,24 +581,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--minutes", type=float, default=5.0, help="wall time per arm")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--rung", choices=list(RUNGS), default="go_to", help="the ladder's rung")
+    parser.add_argument("--minutes", type=float, default=10.0, help="wall time per arm")
+    parser.add_argument(
+        "--arms", nargs="+", choices=list(ARMS), help="default: frozen and outcome_only"
+    )
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
     parser.add_argument(
-        "--step-budget", type=int, default=40, help="steps per episode (room to explore)"
+        "--step-budget",
+        type=int,
+        default=40,
+        help="steps per episode (room to explore); a go_to task's own budget is smaller",
+    )
+    parser.add_argument("--agents", type=int, default=2, help="policy agents per family (cold)")
+    parser.add_argument(
+        "--window", type=int, default=300, help="episodes in the first and last window"
     )
     parser.add_argument(
-        "--families",
-        nargs="+",
-        default=["examine_in_light", "pick_and_place"],
-        help="task families played (one policy agent each)",
+        "--margin", type=float, default=0.25, help="the bar: last window >= frozen + margin"
     )
     parser.add_argument(
         "--demonstrator",
         choices=("oracle", "explorer"),
         default="explorer",
-        help="who plays the episodes the policy is cloned from: the oracle (sees the world) or "
-        "the scripted explorer (sees only the prompt, so its choices can be learned from it)",
+        help="alfworld rung: who plays the episodes the policy is cloned from: the oracle "
+        "(sees the world) or the scripted explorer (sees only the prompt)",
     )
     parser.add_argument("--demos", type=int, default=120, help="demonstrated episodes per family")
     parser.add_argument(
@@ -538,16 +614,18 @@ def main() -> int:
     parser.add_argument("--bc-steps", type=int, default=200, help="policy warm-start steps")
     parser.add_argument("--rm-bc-steps", type=int, default=50, help="reward-model warm start")
     parser.add_argument("--bc-lr", type=float, default=1e-3)
-    parser.add_argument("--lr", type=float, default=3e-4, help="RL learning rate")
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr, help="RL learning rate")
     parser.add_argument(
         "--group-by",
-        choices=("task", "family"),
-        default="family",
-        help="family: few tasks repeat within a version in minutes, so task groups rarely form",
+        choices=GROUP_KEYS,
+        default=TrainConfig.group_by,
+        help="rollouts compared within a task, a family, or a family and start distance",
     )
-    parser.add_argument("--min-samples", type=int, default=32, help="policy samples per update")
     parser.add_argument(
-        "--temperature", type=float, default=0.5, help="rank-mode sampling (1: the softmax)"
+        "--min-samples", type=int, default=TrainConfig.min_samples, help="samples per update"
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="rank-mode sampling (1: the softmax)"
     )
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
@@ -560,38 +638,62 @@ def main() -> int:
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-learning"
     )
     args = parser.parse_args()
+    args.families, _, cold = RUNGS[args.rung]
+    args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()
+    torch.set_num_threads(1)  # agents and trainer share the cores as threads; none oversubscribes
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
         work = Path(tmp)
         start = _kept(args.start) if args.start and (args.start / "start.json").exists() else None
         if start is None:
-            start = prepare(args, args.start or work)
+            start = (prepare_cold if cold else prepare)(args, args.start or work)
             if args.start:
                 (args.start / "start.json").write_text(json.dumps(_json(start)))
         print(f"start: {json.dumps(start.figures)}")
-        summaries = [summarise(run_arm(arm, args, work, start), args.minutes) for arm in args.arms]
+        summaries = [summarise(run_arm(arm, args, work, start), args) for arm in args.arms]
+    verdicts = verdict(summaries, args.window, args.margin)
     report = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "prepare": start.figures,
         "arms": summaries,
+        "verdict": verdicts,
     }
     (args.out / "learning.json").write_text(json.dumps(report, indent=2))
-    plot(summaries, args.out / "learning.png")
-    print(f"{'arm':<21}{'episodes':>9}{'success':>9}{'1st half':>10}{'2nd half':>10}{'updates':>9}")
+    title = f"bigworld, rung {args.rung}: tiny policy, same seed and wall time"
+    plot(summaries, args.out / "learning.png", title)
+    print(
+        f"{'arm':<21}{'episodes':>9}{'success':>19}{'1st half':>19}{'2nd half':>19}"
+        f"{f'first {args.window}':>19}{f'last {args.window}':>19}{'updates':>9}"
+    )
     for s in summaries:
-        first, second = (
-            f"{x:.2f}" if x is not None else "-" for x in (s["first_half"], s["second_half"])
-        )
-        print(
-            f"{s['arm']:<21}{s['episodes']:>9}{s['success']:>9.2f}{first:>10}{second:>10}{s['updates']:>9}"
-        )
+        cells = [
+            _cell(s[k])
+            for k in ("success", "first_half", "second_half", "first_window", "last_window")
+        ]
+        print(f"{s['arm']:<21}{s['episodes']:>9}" + "".join(f"{c:>19}" for c in cells), end="")
+        print(f"{s['updates']:>9}")
     for s in summaries:
         print(f"{s['arm']}: per family (first half → second half) {json.dumps(s['per_family'])}")
+        print(
+            f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
+            f"candidates {json.dumps(s['candidates'])}"
+        )
         if s["flow"]:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
+        if s["reward_accuracy"]:
+            print(f"{s['arm']}: reward model's step accuracy by version {s['reward_accuracy']}")
+    for line in verdicts:
+        print(line)
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
     return 0
+
+
+def _cell(rate: dict[str, float] | None) -> str:
+    """A rate and its 95% interval, e.g. ``0.42 [0.36,0.48]``."""
+    if rate is None:
+        return "-"
+    return f"{rate['rate']:.2f} [{rate['low']:.2f},{rate['high']:.2f}]"
 
 
 if __name__ == "__main__":

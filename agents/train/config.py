@@ -57,6 +57,8 @@ class TrainConfig:
     micro_batch_size: int = 8  # samples per forward/backward pass (gradient accumulation)
     ppo_epochs: int = 1  # passes over an update's samples
     min_samples: int = 8  # an update waits until this many policy samples are ready
+    # Short updates keep the next rollouts fresh: a random subset of the groups' samples.
+    max_samples: int = 64  # an update trains on at most this many samples (0: no limit)
     # -- warm start (behaviour cloning on oracle-played steps, policy_version "expert") -------
     warm_start_steps: int = 0  # optimiser steps of cloning before RL (0: none)
     warm_start_episodes: int = 200  # at most this many expert episodes are read for it
@@ -101,6 +103,11 @@ class TrainConfig:
             raise ValueError(
                 "expected votes >= 1 and 2 <= min_group_size <= group_size, got "
                 f"{self.votes}, {self.min_group_size}, {self.group_size}"
+            )
+        if self.max_samples and self.max_samples < self.min_samples:
+            raise ValueError(
+                f"expected max_samples 0 or >= min_samples, got {self.max_samples} "
+                f"< {self.min_samples}"
             )
         if self.micro_batch_size < 1 or self.batch_size < self.micro_batch_size:
             raise ValueError(

@@ -268,6 +268,9 @@ class Trainer:
         )
         if len(advantages) < cfg.min_samples:
             return None
+        if cfg.max_samples and len(advantages) > cfg.max_samples:
+            rng = random.Random(cfg.seed + self.state.iteration)
+            advantages = rng.sample(advantages, cfg.max_samples)
         started = time.perf_counter()
         samples = [
             sample
