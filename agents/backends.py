@@ -1,8 +1,8 @@
 """Language-model backends shared by the policy and the reward agents.
 
 A backend turns prompts into completions. Two operations cover both decoding modes:
-``generate`` (free text, for real models and for the reward model) and ``score`` (the summed
-log-likelihood of each candidate completion, for ``rank``-mode policies). Heavy libraries
+``generate`` (free text, for real checkpoints) and ``score`` (each candidate completion's mean
+token log-likelihood, for ``rank``-mode policies and judges). Heavy libraries
 (torch, transformers, vllm) are imported only by the backend that needs them.
 """
 

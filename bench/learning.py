@@ -319,7 +319,8 @@ def _short(vote: Any) -> str:
 
 
 def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> dict[str, Any]:
-    mode, forge = ARMS[name]
+    base, _, group_by = name.partition("@")  # "outcome_only@task": that arm, grouped by task
+    mode, forge = ARMS[base]
     world = work / name
     shutil.copytree(start.world, world)
     env = {
@@ -363,11 +364,9 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
-                group_by=args.group_by,
+                group_by=group_by or args.group_by,
                 min_samples=args.min_samples,
                 lr=args.lr,
-                poll_s=1.0,
-                judgment_wait_s=60.0,
                 device="cpu",
                 seed=args.seed,
             )
@@ -382,13 +381,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             threads.append(start_thread(lambda: trainer.run(progress=False)))
         deadline = started + args.minutes * 60
         while time.monotonic() < deadline:
-            time.sleep(1.0)
-            print(
-                f"\r{name}: {time.monotonic() - started:5.0f}s {_line(played.rows)}",
-                end="",
-                flush=True,
-            )
-        print()
+            time.sleep(min(30.0, max(0.0, deadline - time.monotonic())))
+            print(f"{name}: {time.monotonic() - started:5.0f}s {_line(played.rows)}", flush=True)
         for stop in stops:
             stop.set()
         for thread in threads:
@@ -460,6 +454,25 @@ def _percentiles(values: list[int]) -> dict[str, float]:
     ordered = sorted(values)
     at = [float(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) for q in (0.5, 0.95)]
     return {"p50": at[0], "p95": at[1], "n": float(len(values))}
+
+
+def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, dict[str, Any]]:
+    """Every arm, one after another or (``--parallel``) all at once: then they share the
+    machine's load as it comes, which on a shared machine is the fairer comparison."""
+    if not args.parallel:
+        return {arm: run_arm(arm, args, work, start) for arm in args.arms}
+    results: dict[str, dict[str, Any]] = {}
+
+    def one(arm: str) -> None:
+        results[arm] = run_arm(arm, args, work, start)
+
+    threads = [start_thread(lambda arm=arm: one(arm)) for arm in args.arms]
+    for thread in threads:
+        thread.join()
+    missing = [arm for arm in args.arms if arm not in results]
+    if missing:
+        raise RuntimeError(f"arms {missing} failed; see above")
+    return results
 
 
 def _line(rows: list[dict[str, Any]]) -> str:
@@ -537,19 +550,19 @@ def summarise(
     }
 
 
-def verdict(summaries: list[dict[str, Any]], window: int, margin: float) -> list[str]:
+def verdict(summaries: list[dict[str, Any]], window: int, margin: float, gain: float) -> list[str]:
     """Each trained arm against the bar: its last ``window`` episodes at least the frozen
-    arm's rate + ``margin``, and twice its own first ``window``."""
+    arm's rate + ``margin``, and ``gain`` times its own first ``window``."""
     frozen = next((s for s in summaries if s["arm"] == "frozen"), None)
     lines = []
     for s in summaries:
         if s["arm"] == "frozen" or frozen is None or not s["last_window"]:
             continue
         last, first, base = s["last_window"]["rate"], s["first_window"]["rate"], frozen["success"]
-        ok = last >= base["rate"] + margin and last >= 2 * first
+        ok = last >= base["rate"] + margin and last >= gain * first
         lines.append(
             f"{s['arm']}: last {window} {last:.2f} vs frozen {base['rate']:.2f} + {margin} and "
-            f"2 x first {window} {first:.2f}: {'PASS' if ok else 'FAIL'}"
+            f"{gain} x first {window} {first:.2f}: {'PASS' if ok else 'FAIL'}"
         )
     return lines
 
@@ -567,7 +580,9 @@ def plot(summaries: list[dict[str, Any]], path: Path, title: str) -> None:
         x = [c["t_end_s"] / 60 for c in points]
         y = [c["rate"] for c in points]
         errors = [[c["rate"] - c["low"] for c in points], [c["high"] - c["rate"] for c in points]]
-        colour = [v / 255 for v in COLOURS[s["arm"]]]
+        colour = [v / 255 for v in COLOURS[s["arm"].partition("@")[0]]]
+        if "@" in s["arm"]:
+            colour = [0.5 * c + 0.5 * g for c, g in zip(colour, (0.5, 0.0, 0.5), strict=True)]
         ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=s["arm"], color=colour)
     ax.set(xlabel="minutes", ylabel="success rate (95% Wilson interval)", ylim=(0, 1), title=title)
     ax.legend()
@@ -584,7 +599,12 @@ def main() -> int:
     parser.add_argument("--rung", choices=list(RUNGS), default="go_to", help="the ladder's rung")
     parser.add_argument("--minutes", type=float, default=10.0, help="wall time per arm")
     parser.add_argument(
-        "--arms", nargs="+", choices=list(ARMS), help="default: frozen and outcome_only"
+        "--arms",
+        nargs="+",
+        metavar="ARM",
+        choices=[*ARMS, *(f"{a}@{g}" for a in ARMS if a != "frozen" for g in GROUP_KEYS)],
+        help=f"of {', '.join(ARMS)} (default: frozen outcome_only); ARM@KEY groups that arm's "
+        f"rollouts by KEY, one of {', '.join(GROUP_KEYS)}",
     )
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
     parser.add_argument(
@@ -593,12 +613,18 @@ def main() -> int:
         default=40,
         help="steps per episode (room to explore); a go_to task's own budget is smaller",
     )
-    parser.add_argument("--agents", type=int, default=2, help="policy agents per family (cold)")
+    parser.add_argument("--agents", type=int, default=1, help="policy agents per family (cold)")
+    parser.add_argument(
+        "--parallel", action="store_true", help="run the arms at the same time, not in turn"
+    )
     parser.add_argument(
         "--window", type=int, default=300, help="episodes in the first and last window"
     )
     parser.add_argument(
         "--margin", type=float, default=0.25, help="the bar: last window >= frozen + margin"
+    )
+    parser.add_argument(
+        "--gain", type=float, default=2.0, help="the bar: last window >= gain x first window"
     )
     parser.add_argument(
         "--demonstrator",
@@ -651,8 +677,9 @@ def main() -> int:
             if args.start:
                 (args.start / "start.json").write_text(json.dumps(_json(start)))
         print(f"start: {json.dumps(start.figures)}")
-        summaries = [summarise(run_arm(arm, args, work, start), args) for arm in args.arms]
-    verdicts = verdict(summaries, args.window, args.margin)
+        results = run_arms(args, work, start)
+        summaries = [summarise(results[arm], args) for arm in args.arms]
+    verdicts = verdict(summaries, args.window, args.margin, args.gain)
     report = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "prepare": start.figures,

@@ -320,12 +320,13 @@ def _end(
 def _distance(
     runtime: Runtime, world: World, task: tasks.Task, avatar: str, known: int | None = None
 ) -> int | None:
-    """The oracle's plan length from here, when the server records it: ``known`` when the
-    caller has just planned it from this state, else it costs a plan."""
-    if not runtime.settings.record_distance:
-        return None
+    """The oracle's plan length from here: ``known`` when the caller has just planned it from
+    this state (a begin's draw does: recorded always, the trainer groups by it), else a plan
+    of its own when the server records distances (``--record-distance``), else None."""
     if known is not None:
         return known
+    if not runtime.settings.record_distance:
+        return None
     found = oracle.plan(world, task, avatar)
     return len(found) if found is not None else None
 

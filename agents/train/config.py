@@ -67,7 +67,7 @@ class TrainConfig:
     warm_start_batch: int = 8  # demonstrated steps per cloning step (rank loss)
     # -- versions and the loop ---------------------------------------------------------------
     keep_last: int = 3  # checkpoints kept on disk per kind (the registered ones named there)
-    poll_s: float = 2.0  # wait between looks for newly ended episodes
+    poll_s: float = 1.0  # wait between looks for newly ended episodes
     max_backoff_s: float = 30.0  # longest wait between attempts while the server is away
     seed: int = 0
     device: str | None = None  # "cpu", "cuda", or None: cuda when available

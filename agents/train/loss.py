@@ -3,7 +3,7 @@
 The log-probability trained is the one that sampled (design §7):
 
 - **rank mode**: the model scored every candidate completion after the prompt (``s_j``: the
-  summed token log-probs of ``rank_completion(j, action)`` + end-of-sequence) and sampled
+  mean token log-prob of ``rank_completion(j, action)`` + end-of-sequence) and sampled
   candidate k from ``softmax(s / T)``. One decision, one log-prob: ``log softmax(s / T)[k]``.
 - **generate mode**: the model sampled text token by token at temperature T; each token's
   log-prob is ``log softmax(logits / T)`` at its position.

@@ -1,7 +1,8 @@
 """The continual trainer: follows the world's history and publishes better models, forever.
 
 One iteration: read newly ended episodes (cursor over ``episode_ended`` events), keep those
-whose steps carry their m judgments, group them by (task, policy version), and once enough
+whose steps carry their m judgments, group them (by family, start distance and policy version
+by default; ``group_by``), and once enough
 samples have an advantage: update the policy (PPO-clip + k3 KL), in ``integrated_rm`` mode the
 reward model too (consistency rewards), save a checkpoint per model, register it with
 ``POST /v1/policies`` (running agents poll the latest version and reload it in place), keep the

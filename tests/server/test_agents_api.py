@@ -36,6 +36,8 @@ def test_steps_keep_prompt_completion_and_version(server: ServerProcess) -> None
     assert steps[1]["parse_failed"] is True and steps[1]["completion"] == "no box"
     assert steps[2]["policy_version"] is None and steps[2]["prompt"] is None
     assert steps[0]["distance"] is None  # not recorded unless the server is asked to
+    # the start's distance is: the draw has just planned it (the trainer groups by it)
+    assert isinstance(ann.get(f"/v1/episodes/{start['episode_id']}").json()["distance"], int)
 
 
 def test_oversized_prompt_is_refused_and_changes_nothing(server: ServerProcess) -> None:
