@@ -8,6 +8,7 @@ local Hugging Face checkpoint, through the same ``from_pretrained`` path.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from transformers import (
 from agents.models.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer
 
 KINDS = ("policy", "reward")
+_LOADING = threading.Lock()
 MAX_PROMPT_TOKENS = 2048  # longer prompts keep their end (the actions and the question)
 MANIFEST = "bigworld.json"  # kind, version and the spec a model directory was built from
 
@@ -93,9 +95,10 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, PreTrainedTokenize
 
     The model is typed ``Any``: transformers' annotations do not type a loaded model's
     methods (``generate``, ``to``) as callable."""
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    model = model.to(device)
+    with _LOADING:  # from_pretrained builds on a process-wide meta-device context: one at a time
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        model = model.to(device)
     model.eval()
     return model, tokenizer
 
