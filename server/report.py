@@ -6,7 +6,10 @@ output folder:
 
 - ``report.md``: the run's figures (ticks, episodes, steps, judgments, agents, versions, tasks,
   forge decisions, season changes) and the learning metrics, with the plots;
-- ``success_by_family.png``, ``success_by_version.png``: success over time;
+- ``success_by_family.png``: success over time per family;
+- ``success_by_version.png``: success over time per policy version, and each version's success
+  with its 95% Wilson interval, overall and in the families played most;
+- ``success_by_version.json``: those figures per version, overall and per family;
 - ``reward_model.png``: how often the reward model's votes agree with outcomes, over time;
 - ``forge_decisions.png``: the forge's decisions on a timeline, by kind and verdict;
 - ``world_events.png``: world changes (``world.*`` decisions) and season changes over success;
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +36,7 @@ from sqlalchemy.orm import Session
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
 from world.state import WorldMeta
 from world.store import SqlBackend, make_engine, read_meta, session_factory
-from world.store.analysis import Decision, RunFigures, Scope, decisions, run_figures
+from world.store.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 
 PLOTS = (
     "success_by_family.png",
@@ -43,6 +47,9 @@ PLOTS = (
 )
 TABLE_ROWS = 20  # rows per table in report.md; metrics.json has them all
 SEASON_LABELS = 24  # season changes named on the world-events plot; beyond, lines only
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+FAMILIES_BY_VERSION = 3  # families drawn on the per-version panel (the most played)
+FIRST_MIN_EPISODES = 10  # the first version compared against is the first with this many
 
 
 class ReportError(Exception):
@@ -58,6 +65,74 @@ class Run:
     metrics: LearningMetrics
     decisions: list[Decision]
     seasons: list[tuple[int, str]]
+    by_version: dict[str, Any] = dataclasses.field(default_factory=dict)  # see version_table
+
+
+@dataclass(frozen=True)
+class VersionRate:
+    """One policy version's ended episodes, successes, rate and 95% Wilson interval."""
+
+    episodes: int
+    successes: int
+    success_rate: float | None
+    low: float | None
+    high: float | None
+
+
+def wilson(successes: int, episodes: int, z: float = Z95) -> tuple[float | None, float | None]:
+    """The Wilson score interval of a success rate (None, None without episodes)."""
+    if episodes <= 0:
+        return None, None
+    p = successes / episodes
+    denominator = 1 + z * z / episodes
+    centre = (p + z * z / (2 * episodes)) / denominator
+    half = z * math.sqrt(p * (1 - p) / episodes + z * z / (4 * episodes * episodes)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def version_rate(successes: int, episodes: int) -> VersionRate:
+    low, high = wilson(successes, episodes)
+    return VersionRate(episodes, successes, successes / episodes if episodes else None, low, high)
+
+
+def version_table(session: Session, tick: int) -> dict[str, Any]:
+    """Success per policy version with 95% Wilson intervals, overall (``all``) and per family
+    (``families``: family → version → rate), from every ended episode with a version; and
+    ``above_first``: the later versions whose interval lies wholly above the first's."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for o in outcomes(session=session, scope=Scope(), bucket_ticks=max(1, tick + 1)):
+        if o.policy_version is None:
+            continue
+        for family in ("", o.family):
+            tally = counts.setdefault((family, o.policy_version), [0, 0])
+            tally[0] += o.episodes
+            tally[1] += o.episodes if o.success else 0
+    table: dict[str, dict[str, VersionRate]] = {}
+    for (family, version), (ended, won) in counts.items():
+        table.setdefault(family, {})[version] = version_rate(won, ended)
+
+    def ordered(rates: dict[str, VersionRate]) -> dict[str, VersionRate]:
+        return {v: rates[v] for v in sorted(rates, key=version_key)}
+
+    overall = ordered(table.pop("", {}))
+    return {
+        "all": overall,
+        "families": {f: ordered(r) for f, r in sorted(table.items())},
+        "above_first": above_first(overall),
+        "interval": "Wilson score, 95%",
+    }
+
+
+def above_first(rates: dict[str, VersionRate]) -> list[str]:
+    """The versions after the first one with at least ``FIRST_MIN_EPISODES`` episodes (in the
+    order given) whose 95% interval lies wholly above that first one's."""
+    names = [v for v, r in rates.items() if r.episodes >= FIRST_MIN_EPISODES]
+    if not names:
+        return []
+    first = rates[names[0]]
+    top = first.high if first.high is not None else 1.0
+    later = list(rates)[list(rates).index(names[0]) + 1 :]
+    return [v for v in later if (low := rates[v].low) is not None and low > top]
 
 
 def version_key(version: str) -> tuple[Any, ...]:
@@ -75,6 +150,7 @@ def read_run(session: Session, *, bucket_ticks: int | None, window: int) -> Run:
         metrics=measure(session, Scope(), bucket_ticks=bucket_ticks, window=window),
         decisions=decisions(session=session, scope=Scope()),
         seasons=season_changes(meta, meta.tick),
+        by_version=version_table(session, meta.tick),
     )
 
 
@@ -103,8 +179,17 @@ def write_report(
         engine.dispose()
     _plot(run, out)
     (out / "metrics.json").write_text(json.dumps(dataclasses.asdict(run.metrics), indent=1))
+    (out / "success_by_version.json").write_text(json.dumps(_jsonable(run.by_version), indent=1))
     summary.write_text(_markdown(run))
     return summary
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
 
 
 def _empty(why: str) -> str:
@@ -186,12 +271,23 @@ def _markdown(run: Run) -> str:
     lines += [
         "",
         *_table(
-            ["policy version", "episodes", "success"],
+            ["policy version", "episodes", "success", "95% interval", *_family_columns(run)],
             [
-                [k, str(m.versions[k].episodes), _pct(m.versions[k].success_rate)]
-                for k in sorted(m.versions, key=version_key)
+                [
+                    k,
+                    str(r.episodes),
+                    _pct(r.success_rate),
+                    _interval(r),
+                    *[_rate_cell(run, family, k) for family in _family_columns(run)],
+                ]
+                for k, r in (run.by_version.get("all") or {}).items()
             ],
         ),
+        "",
+        f"Versions whose 95% Wilson interval lies wholly above that of the first version with "
+        f"at least {FIRST_MIN_EPISODES} episodes: "
+        f"{', '.join(run.by_version.get('above_first') or []) or 'none'} "
+        "(success_by_version.json has every family).",
     ]
     fg, ft, rm = m.forgetting, m.forward_transfer, m.reward_model
     lines += [
@@ -260,6 +356,26 @@ def _markdown(run: Run) -> str:
     return "\n".join(lines)
 
 
+def _interval(r: VersionRate) -> str:
+    if r.low is None or r.high is None:
+        return "n/a"
+    return f"{100 * r.low:.1f}–{100 * r.high:.1f}%"
+
+
+def _family_columns(run: Run) -> list[str]:
+    """The families played most, by ended episodes with a version."""
+    families: dict[str, dict[str, VersionRate]] = run.by_version.get("families") or {}
+    played = sorted(families, key=lambda f: -sum(r.episodes for r in families[f].values()))
+    return played[:FAMILIES_BY_VERSION]
+
+
+def _rate_cell(run: Run, family: str, version: str) -> str:
+    r = (run.by_version.get("families") or {}).get(family, {}).get(version)
+    if r is None:
+        return ""
+    return f"{r.successes}/{r.episodes} ({_interval(r)})"
+
+
 def _opt(value: int | None) -> str:
     return "never" if value is None else str(value)
 
@@ -298,15 +414,19 @@ def _plot(run: Run, out: Path) -> None:
         ("success_by_family.png", "family", "success over time per task family"),
         ("success_by_version.png", "policy_version", "success over time per policy version"),
     ):
-        fig, ax = plt.subplots(figsize=(9, 4.5))
+        by_version = key == "policy_version"
+        fig, axes = plt.subplots(1, 2 if by_version else 1, figsize=(15 if by_version else 9, 4.5))
+        ax = axes[0] if by_version else axes
         groups = sorted({getattr(r, key) for r in m.success_over_time} - {None}, key=version_key)
-        for group in groups:
+        for group in groups[-12:] if by_version else groups:  # the latest versions, not 100
             curve(
                 ax, [r for r in m.success_over_time if getattr(r, key) == group], group, marker="."
             )
         if overall:
             curve(ax, overall, "all", color="black", linestyle="--", alpha=0.6)
         ax.set_ylim(-0.05, 1.05)
+        if by_version:
+            _version_panel(axes[1], run)
         finish(fig, ax, name, title, "success rate", not overall)
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -388,3 +508,33 @@ def _plot(run: Run, out: Path) -> None:
         "success rate",
         not (overall or changes or run.seasons),
     )
+
+
+def _version_panel(ax: Any, run: Run) -> None:
+    """Each version's success with its 95% Wilson interval: all episodes, and the families
+    played most (points side by side)."""
+    rows: list[tuple[str, dict[str, VersionRate]]] = [("all", run.by_version.get("all") or {})]
+    families = run.by_version.get("families") or {}
+    rows += [(f, families[f]) for f in _family_columns(run)]
+    versions = list(rows[0][1])
+    for i, (label, rates) in enumerate(rows):
+        shift = (i - (len(rows) - 1) / 2) * 0.15
+        xs, ys, lows, highs = [], [], [], []
+        for x, version in enumerate(versions):
+            r = rates.get(version)
+            if r is None or r.success_rate is None or r.low is None or r.high is None:
+                continue
+            xs.append(x + shift)
+            ys.append(r.success_rate)
+            lows.append(r.success_rate - r.low)
+            highs.append(r.high - r.success_rate)
+        style = {"color": "black"} if label == "all" else {}
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", capsize=3, label=label, **style)
+    step = max(1, len(versions) // 20)
+    ax.set_xticks(range(0, len(versions), step), versions[::step], fontsize="small")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("policy version")
+    ax.set_ylabel("success rate")
+    ax.set_title("success per policy version, 95% Wilson intervals")
+    if versions:
+        ax.legend(fontsize="small", loc="best")

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import test_learning_metrics
 from harness import ADMIN_TOKEN, REPO, Api
 from test_learning_metrics import judge, play, store
 
 from server.cli import main
-from server.report import PLOTS, write_report
+from server.report import PLOTS, VersionRate, above_first, wilson, write_report
 from world.store.models import ForgeDecisionRow
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -100,9 +101,36 @@ def test_report_of_an_empty_world_then_of_a_short_history(live, database_url, tm
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["episodes"], metrics["average_success"]) == (4, 0.75)
     assert metrics["versions"]["10"]["episodes"] == 1
+    by_version = json.loads((out / "success_by_version.json").read_text())
+    assert list(by_version["all"]) == ["1", "2", "10"]  # natural order
+    first_version = by_version["all"]["1"]
+    assert (first_version["episodes"], first_version["successes"]) == (2, 1)
+    assert (first_version["low"], first_version["high"]) == pytest.approx(wilson(1, 2))
+    assert by_version["families"]["pick_and_place"]["10"]["successes"] == 1
+    assert by_version["above_first"] == []
+    assert "| policy version | episodes | success | 95% interval | pick_and_place |" in text
     assert (out / "success_by_family.png").read_bytes() != (
         tmp_path / "empty" / "success_by_family.png"
     ).read_bytes()
 
     assert write_report(database_url, out, bucket_ticks=1, window=1) == out / "report.md"
     assert json.loads((out / "metrics.json").read_text())["bucket_ticks"] == 1
+
+
+def test_wilson_intervals_and_versions_above_the_first():
+    assert wilson(0, 0) == (None, None)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    low, high = wilson(30, 100)
+    assert low < 0.3 < high and high - low < 0.2
+
+    def rate(successes: int, episodes: int) -> VersionRate:
+        low, high = wilson(successes, episodes)
+        return VersionRate(episodes, successes, successes / episodes, low, high)
+
+    rates = {"1": rate(5, 100), "2": rate(3, 10), "3": rate(20, 40), "4": rate(1, 2)}
+    assert above_first(rates) == ["3"]  # 2's and 4's intervals reach below 1's upper end
+    assert above_first({"1": rate(5, 100)}) == []
+    # A first version with fewer than FIRST_MIN_EPISODES episodes is not the yardstick.
+    assert above_first({"0": rate(0, 1), **rates}) == ["3"]
+    assert above_first({"1": rate(0, 3), "2": rate(3, 3)}) == []
