@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,7 @@ class FakeServer:
         votes: int = 3,
         rm_version: str = "1",
         policy: str | None = None,
+        decoding: dict[str, Any] | None = None,
     ) -> int:
         episode_id = len(self.details) + 1
         rows, judgments = [], []
@@ -108,6 +112,7 @@ class FakeServer:
                     "prompt": prompt,
                     "completion": rank_completion(k + 1, ACTIONS[k]),
                     "parse_failed": False,
+                    **(decoding or {}),
                 }
             )
             for j in range(votes):
@@ -414,3 +419,39 @@ def test_a_lora_trainer_publishes_merged_versions(models: dict[str, Path], tmp_p
     assert saved.state_dict().keys() == merged.keys()
     for name, weight in saved.state_dict().items():
         assert torch.equal(weight, merged[name]), name
+
+
+def test_samples_are_what_sampled_at_its_temperature_and_greedy_steps_are_not_trained(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run", mode="outcome_only")
+    won = server.add_episode("a", 1, version="init", decoding={"mode": "rank", "temperature": 0.5})
+    server.add_episode("a", -1, version="init", decoding={"mode": "rank", "temperature": 0.0})
+    t.collect()
+    # agents say "init" until their first reload: the same weights as the registered start
+    assert {e.rollout.policy_version for e in t.waiting.values()} == {t.learners["policy"].version}
+    step = t.waiting[won].steps[0]
+    sample = t._policy_sample(step, 1.0)
+    assert sample is not None and sample.ranked and sample.temperature == 0.5
+    assert sample.candidates[sample.chosen] == step.completion
+    text = dataclasses.replace(
+        step, mode="generate", temperature=0.7, parse_failed=True, completion="no box"
+    )
+    unparsed = t._policy_sample(text, 2.0)  # it chose no action: a penalty, not the advantage
+    assert unparsed is not None and not unparsed.ranked and unparsed.advantage == -1.0
+    metrics = t.update()
+    assert metrics is not None and metrics["untrainable_samples"] == 2  # the greedy steps
+
+
+def test_a_trainer_on_an_empty_world_waits_with_a_progress_line(
+    models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = trainer(FakeServer(), models, tmp_path / "run", poll_s=0.05)
+    thread = threading.Thread(target=lambda: t.run(progress=True))
+    thread.start()
+    time.sleep(1.0)
+    t.stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and t.history == []
+    assert "waiting for rollouts to learn from: 0 episodes in 0 groups" in capsys.readouterr().out
