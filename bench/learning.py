@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import random
 import shutil
 import sys
@@ -50,6 +51,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,6 +321,8 @@ def _short(vote: Any) -> str:
 
 
 def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> dict[str, Any]:
+    hf_logging.disable_progress_bar()  # also in a spawned process of its own (--parallel)
+    torch.set_num_threads(1)  # the arm's agents and trainer share the cores as threads
     base, _, group_by = name.partition("@")  # "outcome_only@task": that arm, grouped by task
     mode, forge = ARMS[base]
     world = work / name
@@ -457,22 +461,15 @@ def _percentiles(values: list[int]) -> dict[str, float]:
 
 
 def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, dict[str, Any]]:
-    """Every arm, one after another or (``--parallel``) all at once: then they share the
-    machine's load as it comes, which on a shared machine is the fairer comparison."""
+    """Every arm, one after another or (``--parallel``) all at once, each in a process of its
+    own (its agents and trainer would share one interpreter lock otherwise): then they share
+    the machine's load as it comes, which on a shared machine is the fairer comparison."""
     if not args.parallel:
         return {arm: run_arm(arm, args, work, start) for arm in args.arms}
-    results: dict[str, dict[str, Any]] = {}
-
-    def one(arm: str) -> None:
-        results[arm] = run_arm(arm, args, work, start)
-
-    threads = [start_thread(lambda arm=arm: one(arm)) for arm in args.arms]
-    for thread in threads:
-        thread.join()
-    missing = [arm for arm in args.arms if arm not in results]
-    if missing:
-        raise RuntimeError(f"arms {missing} failed; see above")
-    return results
+    spawn = multiprocessing.get_context("spawn")  # no threads or torch state forked along
+    with ProcessPoolExecutor(len(args.arms), mp_context=spawn) as pool:
+        running = {arm: pool.submit(run_arm, arm, args, work, start) for arm in args.arms}
+        return {arm: future.result() for arm, future in running.items()}
 
 
 def _line(rows: list[dict[str, Any]]) -> str:
@@ -667,7 +664,6 @@ def main() -> int:
     args.families, _, cold = RUNGS[args.rung]
     args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()
-    torch.set_num_threads(1)  # agents and trainer share the cores as threads; none oversubscribes
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
         work = Path(tmp)
