@@ -17,6 +17,13 @@ starting over::
     D/report/                           the report of the latest run
 
 The demo imports nothing of the server: it runs ``bigworld`` commands and talks HTTP.
+
+It is tuned for a cold start (untrained tiny models) to show learning within minutes: short
+episodes (``DEMO_STEP_BUDGET``), a forge cycle every few seconds and a forge configuration
+(``DEMO_FORGE``, patched in at every start) that measures tasks after few rollouts and decides
+trials quickly, so that the forge's curriculum steps down from tasks nobody wins to one-hop
+go_to tasks (which an untrained policy wins sometimes: mixed outcomes to learn from) within
+the first minutes. The view shows the rung being played and every policy version.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agents.cli import command
-from agents.client import BigWorldClient, Record
+from agents.client import BigWorldClient, Record, Request
 from agents.errors import ClientError
 
 BIGWORLD = "import sys; from server.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -44,7 +51,27 @@ READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0  # per process: agents finish or abandon their episode in this time
 REPORT_TIMEOUT_S = 300.0
 VIEW_EVERY_S = 2.0
+STATUS_EVERY_S = 15.0  # without a live view (not a terminal, or --no-view): a line this often
 DECISIONS_TICKS = 3000  # the view looks this far back for the forge's latest decisions
+BEGUN_TICKS = (60, 1000)  # the view looks this far back for the latest episode begins
+# The demo's world and forge: short episodes, a quick forge, and a curriculum that starts
+# where a cold-start learner can win (see the module's docstring).
+DEMO_STEP_BUDGET = 8
+DEMO_FORGE_INTERVAL_S = 5.0
+DEMO_FORGE: dict[str, Any] = {
+    "min_rollouts": 2,  # a task's accuracy counts after 2 rollouts (of its window of 16)
+    "trial_size": 2,  # a variant's trial is decided by 2 rollouts
+    "cooldown_cycles": 3,
+    "max_proposals": 4,
+    "probe_every": 20,
+}
+DEMO_VOTES = 1  # judgments per step: the reward agent's and the trainer's m
+# λ, the weight of the (at first untrained) reward model's vote in the step reward: small, so
+# that outcomes lead while the reward model still learns from consistency
+DEMO_LAMBDA = 0.25
+# One thread per process: the demo's processes share the cores, and torch's own thread pools
+# (one per process, each as wide as the machine) would only wait on each other.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @command("demo")
@@ -67,7 +94,7 @@ def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo.add_argument(
         "--port", type=int, default=8000, help="server port; a free one if it is taken"
     )
-    demo.add_argument("--policies", type=int, default=4, help="policy agents (default 4)")
+    demo.add_argument("--policies", type=int, default=2, help="policy agents (default 2)")
     demo.add_argument("--seed", type=int, default=0, help="world seed for a new world")
     demo.add_argument("--no-view", action="store_true", help="a status line, not a live view")
     demo.add_argument("--no-report", action="store_true", help="skip the report at the end (tests)")
@@ -194,6 +221,14 @@ def wait_ready(server: Child, url: str) -> None:
     raise SystemExit(f"bigworld: the server was not ready in {READY_TIMEOUT_S:.0f} s")
 
 
+def configure_forge(url: str, token: str) -> None:
+    """Patch the demo's forge configuration (``DEMO_FORGE``) into the server's."""
+    with BigWorldClient(url, token) as admin:
+        reply = admin.send(Request("PATCH", "/v1/forge/config", json=DEMO_FORGE))
+    if reply.status != 200:
+        raise SystemExit(f"bigworld: the forge configuration was refused: {reply.text}")
+
+
 def agent_names(policies: int) -> dict[str, str]:
     """The demo's agents, name → role."""
     names = {f"demo-policy-{i}": "policy" for i in range(1, policies + 1)}
@@ -238,7 +273,7 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
                 "--seed", str(i), "--device", "cpu", *server_opts,
             ],
             layout.log(f"policy-{i}"),
-            {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"]},
+            {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"], **ONE_THREAD},
         )
         for i in range(1, policies + 1)
     ]  # fmt: skip
@@ -247,11 +282,11 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
             "reward",
             [
                 "agent", "run", "--role", "reward", "--backend", "transformers",
-                "--model", str(layout.model("reward")), "--votes", "3",
+                "--model", str(layout.model("reward")), "--votes", str(DEMO_VOTES),
                 "--device", "cpu", *server_opts,
             ],
             layout.log("reward"),
-            {"BIGWORLD_TOKEN": tokens["demo-reward"]},
+            {"BIGWORLD_TOKEN": tokens["demo-reward"], **ONE_THREAD},
         )
     )  # fmt: skip
     children.append(
@@ -260,10 +295,11 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
             [
                 "train", "--policy", str(layout.model("policy")),
                 "--reward", str(layout.model("reward")), "--out", str(layout.train),
-                "--mode", "integrated_rm", "--no-progress", *server_opts,
+                "--mode", "integrated_rm", "--votes", str(DEMO_VOTES),
+                "--lam", str(DEMO_LAMBDA), "--no-progress", *server_opts,
             ],
             layout.log("trainer"),
-            {"BIGWORLD_TOKEN": tokens["demo-trainer"]},
+            {"BIGWORLD_TOKEN": tokens["demo-trainer"], **ONE_THREAD},
         )
     )  # fmt: skip
     return children
@@ -280,6 +316,42 @@ class Snapshot:
     learning: Record | None
     decisions: list[Record]
     versions: dict[str, Any]
+    begun: list[Record] = field(default_factory=list)  # the latest episode begins, oldest first
+
+
+def latest_begins(client: BigWorldClient, tick: int) -> list[Record]:
+    """The latest ``episode_begun`` events (the route pages oldest first: look back a little,
+    then further while nothing is found)."""
+    for back in BEGUN_TICKS:
+        found = list(
+            client.events(kind="episode_begun", from_tick=max(0, tick - back), page_size=500)
+        )
+        if found:
+            return found[-50:]
+    return []
+
+
+def rung_line(begun: list[Record]) -> str:
+    """The rung being played: the family (and hops, for go_to) of the latest begin and how it
+    was drawn, then what the latest begins played."""
+    if not begun:
+        return "rung: (no episode begun yet)"
+    last = begun[-1]["payload"]
+    latest = f"rung: {_task_label(last.get('task') or {})} ({last.get('draw', '?')})"
+    counts: dict[str, int] = {}
+    for event in begun:
+        label = _task_label(event["payload"].get("task") or {})
+        counts[label] = counts.get(label, 0) + 1
+    played = ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
+    return f"{latest}   last {len(begun)} begins: {played}"
+
+
+def _task_label(task: Record) -> str:
+    family = str(task.get("family", "?"))
+    if family != "go_to":
+        return family
+    hops = int((task.get("params") or {}).get("hops", 1))
+    return f"go_to {hops} hop{'s' if hops != 1 else ''}"
 
 
 def snapshot(client: BigWorldClient) -> Snapshot:
@@ -295,7 +367,10 @@ def snapshot(client: BigWorldClient) -> Snapshot:
     for kind in ("policy", "reward"):
         with contextlib.suppress(ClientError):
             versions[kind] = client.latest_policy(kind).get("version")
-    return Snapshot(world, learning, decisions, versions)
+    begun: list[Record] = []
+    with contextlib.suppress(ClientError):
+        begun = latest_begins(client, int(world["tick"]))
+    return Snapshot(world, learning, decisions, versions, begun)
 
 
 def _rate(stats: Record | None) -> str:
@@ -326,16 +401,24 @@ def render(
         f"avatars {world.get('avatars')}  rules v{world.get('rules_version')}",
         f"episodes  {ended} ended ({per_min:.1f}/min this run)   "
         f"policy v{shot.versions.get('policy', '-')}  reward v{shot.versions.get('reward', '-')}",
+        rung_line(shot.begun),
         "",
-        "success by family          all         | by policy version",
+        "success by family          all",
     ]
     families: dict[str, Record] = learning.get("families") or {}
     versions: dict[str, Record] = learning.get("versions") or {}
-    version_text = "  ".join(f"{v}: {_rate(s)}" for v, s in sorted(versions.items())[-3:])
-    for i, (family, stats) in enumerate(sorted(families.items())):
-        lines.append(f"  {family:22} {_rate(stats):>12} | {version_text if i == 0 else ''}")
+    for family, stats in sorted(families.items()):
+        lines.append(f"  {family:22} {_rate(stats):>12}")
     if not families:
         lines.append("  (no episode has ended yet)")
+    lines += ["", "success by policy version"]
+    shown = sorted(versions.items(), key=lambda kv: _version_key(kv[0]))
+    if len(shown) > 8:  # the first and the latest ones
+        shown = [shown[0], *shown[-7:]]
+    for i in range(0, len(shown), 4):
+        lines.append("  " + "   ".join(f"v{v}: {_rate(st)}" for v, st in shown[i : i + 4]))
+    if not versions:
+        lines.append("  (none yet)")
     lines += ["", "forge, latest decisions"]
     for d in reversed(shot.decisions):
         task = f" {d['task_id']}" if d.get("task_id") else ""
@@ -345,6 +428,10 @@ def render(
     state = "  ".join(f"{c.name} {'up' if c.alive else 'DOWN'}" for c in children)
     lines += ["", f"processes  {state}", "Ctrl-C stops cleanly and writes the report."]
     return "\n".join(lines)
+
+
+def _version_key(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (1 << 62, version)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -365,12 +452,19 @@ def run_demo(args: argparse.Namespace) -> int:
         "server",
         ["serve", "--data-dir", str(layout.data_dir), "--port", str(port)],
         layout.log("server"),
-        {"BIGWORLD_SEED": str(args.seed), "BIGWORLD_RECORD_DISTANCE": "true"},
+        {
+            "BIGWORLD_SEED": str(args.seed),
+            "BIGWORLD_RECORD_DISTANCE": "true",
+            "BIGWORLD_STEP_BUDGET": str(DEMO_STEP_BUDGET),
+            "BIGWORLD_FORGE_INTERVAL_S": str(DEMO_FORGE_INTERVAL_S),
+        },
     ).start()
     children: list[Child] = []
     try:
         wait_ready(server, url)
-        tokens = credentials(layout, url, admin_token(layout.data_dir), args.policies)
+        admin = admin_token(layout.data_dir)
+        configure_forge(url, admin)
+        tokens = credentials(layout, url, admin, args.policies)
         children = [c.start() for c in agent_children(layout, url, tokens, args.policies)]
         watch(args, url, tokens["demo-observer"], [server, *children], stop)
     finally:
@@ -409,6 +503,8 @@ def watch(
             if dead:
                 print(f"bigworld demo: {', '.join(dead)} stopped; see {children[0].log.parent}")
                 break
+            if not live and last_line and elapsed - last_line < STATUS_EVERY_S:
+                continue  # a status line is due only every STATUS_EVERY_S: spare the server
             try:
                 shot = snapshot(client)
             except ClientError as exc:
@@ -426,6 +522,6 @@ def watch(
             )
             if live:
                 print("\x1b[H\x1b[2J" + text, flush=True)
-            elif elapsed - last_line >= 15.0 or last_line == 0.0:
+            else:
                 last_line = max(elapsed, 1e-9)
-                print(" | ".join(text.splitlines()[1:3]), flush=True)
+                print(" | ".join(text.splitlines()[1:4]), flush=True)

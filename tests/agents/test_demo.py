@@ -59,6 +59,9 @@ def test_second_run_continues_the_first(tmp_path: Path) -> None:
     assert after_first["agents"] == 5 + 1  # 2 policy, reward, trainer, observer + admin
     assert after_first["versions"] >= 2  # the starting policy and reward model registered
     assert after_first["open"] == 0  # agents ended or abandoned their episodes at the stop
+    # The view names the rung being played (family, hops for go_to, and how it was drawn).
+    rungs = [line for line in first.stdout.splitlines() if "rung: " in line]
+    assert rungs and any("rung: (no episode begun yet)" not in line for line in rungs), first.stdout
     report = data / "report"
     summary = (report / "report.md").read_text()
     assert str(after_first["tick"]) in summary
