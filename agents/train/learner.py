@@ -200,7 +200,11 @@ class Learner:
                 rows = logp if rows is None else torch.where(mine[:, None], logp, rows)
             assert rows is not None
             old_out.append(rows)
-            ref_out.append(rows if self.reference is None else score(self.reference, chunk))
+            reference = self.reference
+            if reference is None or {samples[i].version for i in chunk} == {reference}:
+                ref_out.append(rows)  # the reference sampled them all: its log-probs are old's
+            else:
+                ref_out.append(score(reference, chunk))
         return old_out, ref_out, fallbacks
 
     # -- updates -----------------------------------------------------------------------------
