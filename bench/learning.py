@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import random
 import shutil
@@ -60,8 +59,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
+from learning_figures import VOTES, cell, inspect_steps, plot, summarise, verdict  # noqa: E402
 from live import LiveServer, start_server  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from agents.backends import Sampling, TransformersModel  # noqa: E402
@@ -95,18 +94,10 @@ ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "integrated_rm": ("integrated_rm", False),
     "integrated_rm_forge": ("integrated_rm", True),
 }
-VOTES = 3  # m: the judges' votes per step (the trainer's default)
 RUNGS = {  # rung → (families played, server settings, cold start: untrained models)
     "go_to": (["go_to"], {}, True),
     "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
-}
-COLOURS = {
-    "frozen": (120, 120, 120),
-    "outcome_only": (31, 119, 180),
-    "integrated": (255, 127, 14),
-    "integrated_rm": (44, 160, 44),
-    "integrated_rm_forge": (214, 39, 40),
 }
 
 
@@ -417,49 +408,6 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
     }
 
 
-def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> dict[str, Any]:
-    """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
-    episodes, and the reward model's step accuracy per version: the share of its votes that
-    agree with the oracle (+1 where the plan to the goal shrank or the goal was met, else -1)."""
-    tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
-    tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
-    rows = [r for r in admin.episodes(page_size=episodes) if r["status"] != "open"][:episodes]
-    for row in rows:
-        detail = admin.episode(row["id"])
-        before = detail.get("distance")
-        offered = [detail["admissible_actions"]] + [
-            s["admissible_actions"] for s in detail["steps"]
-        ]
-        votes = defaultdict(list)
-        for j in detail["judgments"]:
-            votes[j["step"]].append(j)
-        for step, admissible in zip(detail["steps"], offered, strict=False):
-            if step.get("prompt"):
-                tokens.append(len(tokenizer(step["prompt"]).input_ids))
-                candidates.append(len(admissible))
-            after = step.get("distance")
-            if step["success"] or (before is not None and after is not None):
-                truth = 1 if step["success"] or after < before else -1
-                for j in votes[step["step"]][:VOTES]:
-                    cell = agree[j["model_version"]]
-                    cell[0] += j["score"] == truth
-                    cell[1] += 1
-            before = after
-    return {
-        "prompt_tokens": _percentiles(tokens),
-        "candidates": _percentiles(candidates),
-        "reward_accuracy": {v: round(a / n, 3) for v, (a, n) in sorted(agree.items()) if n},
-    }
-
-
-def _percentiles(values: list[int]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    at = [float(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) for q in (0.5, 0.95)]
-    return {"p50": at[0], "p95": at[1], "n": float(len(values))}
-
-
 def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, dict[str, Any]]:
     """Every arm, one after another or (``--parallel``) all at once, each in a process of its
     own (its agents and trainer would share one interpreter lock otherwise): then they share
@@ -475,115 +423,6 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
 def _line(rows: list[dict[str, Any]]) -> str:
     wins = sum(r["success"] for r in rows)
     return f"{len(rows)} episodes, {wins} succeeded ({wins / max(1, len(rows)):.0%})"
-
-
-# --- figures ---------------------------------------------------------------------------------
-
-
-def wilson(wins: int, n: int, z: float = 1.96) -> dict[str, float] | None:
-    """The success rate of ``n`` episodes and its 95% Wilson score interval."""
-    if n == 0:
-        return None
-    p = wins / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return {
-        "rate": round(p, 4),
-        "low": round(centre - half, 4),
-        "high": round(centre + half, 4),
-        "n": n,
-    }
-
-
-def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
-    return wilson(sum(r["success"] for r in rows), len(rows))
-
-
-def summarise(
-    result: dict[str, Any], args: argparse.Namespace, buckets: int = 10
-) -> dict[str, Any]:
-    """The arm's figures over the rung's episodes (a runner plays one episode of any family
-    where none of its own can be made near the avatar; those are counted apart)."""
-    minutes, window = args.minutes, args.window
-    rows = sorted(
-        (r for r in result["episodes"] if r["family"] in args.families), key=lambda r: r["t"]
-    )
-    width = minutes * 60 / buckets
-    curve = []
-    for b in range(buckets):
-        inside = [r for r in rows if b * width <= r["t"] < (b + 1) * width]
-        curve.append({"t_end_s": round((b + 1) * width, 1), **(_rate(inside) or {"n": 0})})
-    half = len(rows) // 2
-    families: dict[str, dict[str, list[int]]] = defaultdict(
-        lambda: {"first": [0, 0], "second": [0, 0]}
-    )
-    for i, r in enumerate(rows):
-        cell = families[r["family"]]["first" if i < half else "second"]
-        cell[0] += r["success"]
-        cell[1] += 1
-    per_family = {
-        f: {k: (f"{w}/{n}" if n else "-") for k, (w, n) in halves.items()}
-        for f, halves in sorted(families.items())
-    }
-    last = result["updates"][-1] if result["updates"] else {}
-    return {
-        "arm": result["arm"],
-        "episodes": len(rows),
-        "other_episodes": len(result["episodes"]) - len(rows),
-        "success": _rate(rows),
-        "first_half": _rate(rows[:half]),
-        "second_half": _rate(rows[half:]),
-        "first_window": _rate(rows[:window]),
-        "last_window": _rate(rows[-window:]),
-        "curve": curve,
-        "per_family": per_family,
-        "updates": len(result["updates"]),
-        "versions_played": result["versions"],
-        "flow": result["flow"],
-        "prompt_tokens": result["prompt_tokens"],
-        "candidates": result["candidates"],
-        "reward_accuracy": result["reward_accuracy"],
-        "last_update": {k: round(v, 4) for k, v in last.items()},
-    }
-
-
-def verdict(summaries: list[dict[str, Any]], window: int, margin: float, gain: float) -> list[str]:
-    """Each trained arm against the bar: its last ``window`` episodes at least the frozen
-    arm's rate + ``margin``, and ``gain`` times its own first ``window``."""
-    frozen = next((s for s in summaries if s["arm"] == "frozen"), None)
-    lines = []
-    for s in summaries:
-        if s["arm"] == "frozen" or frozen is None or not s["last_window"]:
-            continue
-        last, first, base = s["last_window"]["rate"], s["first_window"]["rate"], frozen["success"]
-        ok = last >= base["rate"] + margin and last >= gain * first
-        lines.append(
-            f"{s['arm']}: last {window} {last:.2f} vs frozen {base['rate']:.2f} + {margin} and "
-            f"{gain} x first {window} {first:.2f}: {'PASS' if ok else 'FAIL'}"
-        )
-    return lines
-
-
-def plot(summaries: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Success rate over wall time per arm, with 95% Wilson intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in summaries:
-        points = [c for c in s["curve"] if c.get("rate") is not None]
-        x = [c["t_end_s"] / 60 for c in points]
-        y = [c["rate"] for c in points]
-        errors = [[c["rate"] - c["low"] for c in points], [c["high"] - c["rate"] for c in points]]
-        colour = [v / 255 for v in COLOURS[s["arm"].partition("@")[0]]]
-        if "@" in s["arm"]:
-            colour = [0.5 * c + 0.5 * g for c, g in zip(colour, (0.5, 0.0, 0.5), strict=True)]
-        ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=s["arm"], color=colour)
-    ax.set(xlabel="minutes", ylabel="success rate (95% Wilson interval)", ylim=(0, 1), title=title)
-    ax.legend()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -691,7 +530,7 @@ def main() -> int:
     )
     for s in summaries:
         cells = [
-            _cell(s[k])
+            cell(s[k])
             for k in ("success", "first_half", "second_half", "first_window", "last_window")
         ]
         print(f"{s['arm']:<21}{s['episodes']:>9}" + "".join(f"{c:>19}" for c in cells), end="")
@@ -710,13 +549,6 @@ def main() -> int:
         print(line)
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
     return 0
-
-
-def _cell(rate: dict[str, float] | None) -> str:
-    """A rate and its 95% interval, e.g. ``0.42 [0.36,0.48]``."""
-    if rate is None:
-        return "-"
-    return f"{rate['rate']:.2f} [{rate['low']:.2f},{rate['high']:.2f}]"
 
 
 if __name__ == "__main__":
