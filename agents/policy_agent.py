@@ -81,8 +81,8 @@ class ExplorerPolicy:
     """A scripted baseline that knows only what the policy's prompt shows: the task's words,
     the admissible actions and the recent actions (unlike the oracle, which sees the world).
 
-    It takes the task's object when a ``take`` offers it and opens what it has not just
-    opened; holding the object (a ``put`` of it is offered), it puts it on the task's
+    It sets down what it holds that the task does not name, takes the task's object when a
+    ``take`` offers it and opens what it has not just opened; holding the object (a ``put`` of it is offered), it puts it on the task's
     receptacle or uses the task's lamp when they are here, else heads for the named place
     (or the road toward the task's direction); otherwise it goes to a place it has not
     visited in its recent steps, at random. For tasks of other families (or objects named
@@ -128,6 +128,11 @@ class ExplorerPolicy:
                     return f"go to {goal['place']}"
                 road = f"go to {goal['direction']} road" if goal.get("direction") else None
                 return self._explore(admissible, recent, road)
+            # hands hold only so much (the world's carrying capacity): set down what the task
+            # does not need, or a full pair of hands is never offered the task's object
+            others = [a for a in admissible if a.startswith("put ")]  # not the task's object
+            if others:
+                return others[0]
             takes = [a for a in admissible if a.startswith(f"take {thing} ")]
             if takes:
                 return takes[0]
