@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import httpx
 
+DECODING_MODES = ("rank", "generate")  # how a model chooses: score candidates, or write text
+
 
 @dataclass(frozen=True)
 class Sampling:

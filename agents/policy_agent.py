@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from agents.backends import LanguageModel, Sampling, softmax_sample
+from agents.backends import DECODING_MODES, LanguageModel, Sampling, softmax_sample
 from agents.client import BigWorldClient, EpisodeStart, Record
 from agents.errors import ClientError, ConflictError, UnreachableError
 from agents.prompts import (
@@ -34,7 +34,6 @@ from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.policy")
 T = TypeVar("T")
-MODES = ("rank", "generate")
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,8 @@ class ExplorerPolicy:
     the admissible actions and the recent actions (unlike the oracle, which sees the world).
 
     It sets down what it holds that the task does not name, takes the task's object when a
-    ``take`` offers it and opens what it has not just opened; holding the object (a ``put`` of it is offered), it puts it on the task's
+    ``take`` offers it and opens what it has not just opened; holding the object (a ``put`` of
+    it is offered), it puts it on the task's
     receptacle or uses the task's lamp when they are here, else heads for the named place
     (or the road toward the task's direction); otherwise it goes to a place it has not
     visited in its recent steps, at random. For tasks of other families (or objects named
@@ -222,8 +222,8 @@ class ModelPolicy(_Wrapping):
     def __init__(
         self, model: LanguageModel, mode: str = "rank", sampling: Sampling | None = None
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"expected mode in {MODES}, got {mode!r}")
+        if mode not in DECODING_MODES:
+            raise ValueError(f"expected mode in {DECODING_MODES}, got {mode!r}")
         self.model, self.mode, self.sampling = model, mode, sampling or Sampling()
         self.rng = np.random.default_rng(self.sampling.seed)
         self.calls = 0

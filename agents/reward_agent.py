@@ -21,15 +21,12 @@ from pathlib import Path
 from typing import Protocol
 
 from agents import prompts
-from agents.backends import LanguageModel, Sampling, softmax_sample
+from agents.backends import DECODING_MODES, LanguageModel, Sampling, softmax_sample
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, NotFoundError, UnreachableError
 from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.reward")
-
-
-MODES = ("rank", "generate")
 
 
 @dataclass(frozen=True)
@@ -65,8 +62,8 @@ class ModelJudge:
         sampling: Sampling | None = None,
         mode: str = "generate",
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"expected mode in {MODES}, got {mode!r}")
+        if mode not in DECODING_MODES:
+            raise ValueError(f"expected mode in {DECODING_MODES}, got {mode!r}")
         self.model, self.mode = model, mode
         self.sampling = sampling or Sampling(temperature=1.0, max_new_tokens=48)
 

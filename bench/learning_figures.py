@@ -31,7 +31,8 @@ def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> d
     agree with the oracle (+1 where the plan to the goal shrank or the goal was met, else -1)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
-    rows = [r for r in admin.episodes(page_size=episodes) if r["status"] != "open"][:episodes]
+    ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
+    rows = ended[-episodes:]
     for row in rows:
         detail = admin.episode(row["id"])
         before = detail.get("distance")

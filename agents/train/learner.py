@@ -183,12 +183,12 @@ class Learner:
         self.model.eval()
         old_out, ref_out, fallbacks = [], [], 0
 
-        def score(version: str, chunk: list[int]) -> Tensor:
+        def score(version: str, chunk: list[int], counted: int) -> Tensor:
             nonlocal fallbacks
             model = self._behaviour_model(version)
             if model is None:
                 model = self.model
-                fallbacks += len(chunk)
+                fallbacks += counted
             picked = [samples[i] for i in chunk]
             return self.unit_logprobs(model, picked, [encoded[i] for i in chunk])[0]
 
@@ -196,7 +196,7 @@ class Learner:
             rows: Tensor | None = None
             for version in sorted({samples[i].version for i in chunk}):
                 mine = torch.tensor([samples[i].version == version for i in chunk])
-                logp = score(version, chunk)  # (B, U)
+                logp = score(version, chunk, int(mine.sum()))  # (B, U)
                 rows = logp if rows is None else torch.where(mine[:, None], logp, rows)
             assert rows is not None
             old_out.append(rows)
@@ -204,7 +204,7 @@ class Learner:
             if reference is None or {samples[i].version for i in chunk} == {reference}:
                 ref_out.append(rows)  # the reference sampled them all: its log-probs are old's
             else:
-                ref_out.append(score(reference, chunk))
+                ref_out.append(score(reference, chunk, len(chunk)))
         return old_out, ref_out, fallbacks
 
     # -- updates -----------------------------------------------------------------------------

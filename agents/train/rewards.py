@@ -22,6 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from agents.train.config import GROUP_KEYS
+
 EPS = 1e-6
 
 
@@ -120,7 +122,7 @@ def group_key(rollout: Rollout, by: str = "task") -> tuple[str, str]:
         return rollout.family, rollout.policy_version
     if by == "distance":
         return f"{rollout.family}@{rollout.start_distance}", rollout.policy_version
-    raise ValueError(f"expected by in ('task', 'family', 'distance'), got {by!r}")
+    raise ValueError(f"expected by in {GROUP_KEYS}, got {by!r}")
 
 
 def group_rollouts(
