@@ -238,6 +238,8 @@ class StepRow(Base):
     parse_failed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     mode: Mapped[str | None] = mapped_column(String(16))  # rank | generate: how it chose
     temperature: Mapped[float | None] = mapped_column(Float)  # the temperature it sampled at
+    # The token ids a generate-mode policy sampled (its end token included where it ended).
+    completion_ids: Mapped[list[Any] | None] = mapped_column(JSON)
     distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length after the step
 
 
@@ -256,6 +258,7 @@ class JudgmentRow(Base):
     model_version: Mapped[str] = mapped_column(String(128))
     mode: Mapped[str | None] = mapped_column(String(16))  # rank | generate: how it chose
     temperature: Mapped[float | None] = mapped_column(Float)
+    completion_ids: Mapped[list[Any] | None] = mapped_column(JSON)  # a generated rationale's ids
     created_at: Mapped[float] = mapped_column(Float)
 
     # One judgment per vote slot: a resent batch stores nothing twice.
