@@ -29,9 +29,12 @@ judge's answers. On the go_to rungs both models are untrained.
 
 Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
 last ``--window`` episodes, per family, the trainer's figures, prompt tokens and candidates per
-step (p50, p95), and for the reward model its step accuracy (votes agreeing with the oracle's
-plan distance) in the first and second half. On the go_to rung it checks the bar: the trained
-arm's last ``--window`` episodes reach the frozen arm's rate + 0.25 and twice its own first.
+step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
+plan distance) in the first and second half, and for each way of grouping rollouts how often
+the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
+gives the cleaner signal; ``ARM@KEY`` arms show which learns faster). On the go_to rung it
+checks the bar: the trained arm's last ``--window`` episodes reach the frozen arm's rate + 0.25
+and twice its own first.
 Writes ``learning.json`` and ``learning.png``::
 
     .venv/bin/python bench/learning.py --rung go_to --minutes 10       # 20 minutes
@@ -545,6 +548,11 @@ def main() -> int:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
         if s["reward_accuracy"]:
             print(f"{s['arm']}: reward model's step accuracy by version {s['reward_accuracy']}")
+        signal = {
+            key: f"kept {g['kept']}, sign agrees {cell(g['agree'])}"
+            for key, g in s["grouping_signal"].items()
+        }
+        print(f"{s['arm']}: outcome-only advantage by grouping {json.dumps(signal)}")
     for line in verdicts:
         print(line)
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")

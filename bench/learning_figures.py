@@ -13,6 +13,9 @@ from typing import Any
 from transformers import AutoTokenizer
 
 from agents.client import BigWorldClient
+from agents.train.config import GROUP_KEYS
+from agents.train.data import episode_from_detail
+from agents.train.rewards import policy_advantages
 from server.report import wilson as wilson_interval
 
 VOTES = 3  # m: the first m judgments of a step count, as the trainer takes them
@@ -32,9 +35,8 @@ def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> d
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
-    rows = ended[-episodes:]
-    for row in rows:
-        detail = admin.episode(row["id"])
+    details = [admin.episode(row["id"]) for row in ended[-episodes:]]
+    for detail in details:
         before = detail.get("distance")
         offered = [detail["admissible_actions"]] + [
             s["admissible_actions"] for s in detail["steps"]
@@ -58,7 +60,51 @@ def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> d
         "prompt_tokens": _percentiles(tokens),
         "candidates": _percentiles(candidates),
         "reward_accuracy": {v: round(a / n, 3) for v, (a, n) in sorted(agree.items()) if n},
+        "grouping_signal": grouping_signal(details),
     }
+
+
+def progress(detail: dict[str, Any]) -> dict[int, int]:
+    """The oracle's verdict on each step of an episode: +1 where the plan to the goal shrank
+    or the goal was met, -1 where it did not; steps without recorded distances are left out."""
+    truth, before = {}, detail.get("distance")
+    for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
+        after = step.get("distance")
+        if step["success"] or (before is not None and after is not None):
+            truth[step["step"]] = 1 if step["success"] or after < before else -1
+        before = after
+    return truth
+
+
+def grouping_signal(details: list[dict[str, Any]], batch: int = 32) -> dict[str, Any]:
+    """How clean each way of grouping rollouts (``GROUP_KEYS``) makes the outcome-only
+    advantage: over consecutive batches of ``batch`` ended episodes (what an update sees),
+    the share of decisions given a non-zero advantage, and how often its sign agrees with the
+    oracle's verdict on the step (:func:`progress`), with its 95% Wilson interval. An
+    advantage that mostly says how far the start was, not how good the move, agrees less."""
+    episodes = [
+        (e, progress(d))
+        for d in details
+        if (e := episode_from_detail(d, votes=VOTES, use_votes=False)) is not None
+    ]
+    by_id = {e.rollout.episode_id: truth for e, truth in episodes}
+    judged = sum(len(truth) for _, truth in episodes)
+    out: dict[str, Any] = {}
+    for key in GROUP_KEYS:
+        kept = agree = 0
+        for i in range(0, len(episodes), batch):
+            rollouts = [e.rollout for e, _ in episodes[i : i + batch]]
+            advantages, _ = policy_advantages(rollouts, integrated=False, by=key)
+            for a in advantages:
+                truth = by_id[a.episode_id].get(a.step)
+                if truth is not None:
+                    kept += 1
+                    agree += (a.advantage > 0) == (truth > 0)
+        out[key] = {
+            "kept": round(kept / judged, 3) if judged else None,
+            "agree": wilson(agree, kept),
+        }
+    return out
 
 
 def _percentiles(values: list[int]) -> dict[str, float]:
@@ -125,6 +171,7 @@ def summarise(
         "prompt_tokens": result["prompt_tokens"],
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],
+        "grouping_signal": result["grouping_signal"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
     }
 
