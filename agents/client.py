@@ -2,8 +2,10 @@
 
 Every route is defined once, as a small generator ("flow") that yields the :class:`Request` it
 needs and reads the :class:`Reply`; :class:`BigWorldClient` and :class:`AsyncBigWorldClient`
-only differ in how they send a request. Retries (exponential backoff; ``Retry-After`` on 429)
-are safe because the server makes the calls that matter idempotent:
+only differ in how they send a request. Retries (jittered exponential backoff for up to
+``RetryPolicy.budget_s``, 30 s by default, long enough for a server to come back after a crash;
+``Retry-After`` on 429 and 503) are safe because the server makes the calls that matter
+idempotent:
 
 - a step carries its index, so a resent step is either applied once or answered from the record;
 - a resent ``POST /v1/episodes`` whose first try was applied meets a 409 "episode already open",
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -149,19 +152,38 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff: ``base_delay * 2**(n-1)`` seconds before retry n, at most
-    ``max_delay``, with up to ``jitter`` (a fraction) added; ``Retry-After`` wins when given."""
+    """How long and how often a request is retried (when its flags allow it at all).
 
-    attempts: int = 6  # tries in all, the first included
-    base_delay: float = 0.1
-    max_delay: float = 10.0
-    jitter: float = 0.1
+    Retries go on until ``budget_s`` seconds have passed since the first try: the default
+    outlasts a server's restart after a crash (5–7 s after kill -9 on SQLite). Before retry n
+    the client waits ``base_delay * 2**(n-1)`` seconds, at most ``max_delay``, shortened by a
+    random fraction of up to ``jitter`` so that clients cut off together do not come back in
+    step; a ``Retry-After`` answer wins, and a retry it would push past the budget is not
+    made. The last wait is cut to end at the budget. ``attempts`` caps the tries as well."""
+
+    budget_s: float = 30.0  # seconds from the first try; no retry starts after it
+    base_delay: float = 0.1  # seconds before the first retry
+    max_delay: float = 2.0  # seconds; the longest wait between two tries (Retry-After aside)
+    jitter: float = 0.5  # a fraction: each wait is drawn in [1 - jitter, 1] times its backoff
+    attempts: int | None = None  # tries in all, the first included; None: as the budget allows
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``retry`` (1 for the first), before the budget's cut."""
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
+            return max(retry_after, 0.0)
         backoff = min(self.base_delay * 2 ** (retry - 1), self.max_delay)
-        return backoff * (1 + self.jitter * random.random())
+        return backoff * (1 - self.jitter * random.random())
+
+    def wait(self, retry: int, elapsed: float, retry_after: float | None = None) -> float | None:
+        """Seconds to wait before retry ``retry``, ``elapsed`` seconds after the first try;
+        None when the request is to be given up."""
+        if self.attempts is not None and retry >= self.attempts:
+            return None
+        left = self.budget_s - elapsed
+        delay = self.delay(retry, retry_after)
+        if left <= 0 or (retry_after is not None and delay > left):
+            return None
+        return min(delay, left)
 
 
 def _judge_error(request: Request, exc: httpx.TransportError) -> tuple[bool, bool]:
@@ -202,9 +224,14 @@ def _reply(response: httpx.Response, maybe_applied: bool) -> Reply:
     return Reply(response.status_code, body, response.text, maybe_applied)
 
 
-def _unreachable(request: Request, exc: Exception, maybe_applied: bool) -> UnreachableError:
+def _unreachable(
+    request: Request, exc: Exception, maybe_applied: bool, tries: int, elapsed: float
+) -> UnreachableError:
     applied = " (it may have been applied)" if maybe_applied else ""
-    return UnreachableError(f"no answer to {request.method} {request.path}{applied}: {exc!r}")
+    return UnreachableError(
+        f"no answer to {request.method} {request.path}{applied} after {tries} "
+        f"{'try' if tries == 1 else 'tries'} in {elapsed:.1f} s: {exc!r}"
+    )
 
 
 # --- the routes, once ------------------------------------------------------------------------
@@ -321,7 +348,11 @@ class _Settings:
 
 
 class BigWorldClient:
-    """A blocking client for one token. Use as a context manager or call :meth:`close`."""
+    """A blocking client for one token. Use as a context manager or call :meth:`close`.
+
+    ``retry`` says how long a request is retried (``RetryPolicy(budget_s=60)``; the default
+    retries for 30 s); ``timeout`` bounds each try. ``sleep`` and ``clock`` (monotonic
+    seconds) are for tests."""
 
     def __init__(
         self,
@@ -332,6 +363,7 @@ class BigWorldClient:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
         self._http = httpx.Client(
@@ -340,7 +372,7 @@ class BigWorldClient:
             headers=self.settings.headers(),
             transport=transport,
         )
-        self._sleep = sleep
+        self._sleep, self._clock = sleep, clock
 
     def __enter__(self) -> BigWorldClient:
         return self
@@ -353,9 +385,8 @@ class BigWorldClient:
 
     def send(self, request: Request) -> Reply:
         """Send one request, retrying as its flags and the :class:`RetryPolicy` allow."""
-        policy, maybe_applied = self.settings.retry, False
-        for attempt in range(1, policy.attempts + 1):
-            last = attempt == policy.attempts
+        policy, maybe_applied, started = self.settings.retry, False, self._clock()
+        for tries in itertools.count(1):
             try:
                 response = self._http.request(
                     request.method, request.path, params=request.params, json=request.json
@@ -363,15 +394,19 @@ class BigWorldClient:
             except httpx.TransportError as exc:
                 retry, applied = _judge_error(request, exc)
                 maybe_applied |= applied
-                if not retry or last:
-                    raise _unreachable(request, exc, maybe_applied) from exc
-                self._sleep(policy.delay(attempt))
+                elapsed = self._clock() - started
+                wait = policy.wait(tries, elapsed) if retry else None
+                if wait is None:
+                    raise _unreachable(request, exc, maybe_applied, tries, elapsed) from exc
+                self._sleep(wait)
                 continue
             retry, applied = _judge_status(request, response.status_code)
-            if not retry or last:
+            elapsed = self._clock() - started
+            wait = policy.wait(tries, elapsed, _retry_after(response)) if retry else None
+            if wait is None:
                 return _reply(response, maybe_applied)
             maybe_applied |= applied
-            self._sleep(policy.delay(attempt, _retry_after(response)))
+            self._sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")
 
     def run(self, flow: Flow[T]) -> T:
@@ -482,6 +517,7 @@ class AsyncBigWorldClient:
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
         self._http = httpx.AsyncClient(
@@ -490,7 +526,7 @@ class AsyncBigWorldClient:
             headers=self.settings.headers(),
             transport=transport,
         )
-        self._sleep = sleep
+        self._sleep, self._clock = sleep, clock
 
     async def __aenter__(self) -> AsyncBigWorldClient:
         return self
@@ -502,9 +538,8 @@ class AsyncBigWorldClient:
         await self._http.aclose()
 
     async def send(self, request: Request) -> Reply:
-        policy, maybe_applied = self.settings.retry, False
-        for attempt in range(1, policy.attempts + 1):
-            last = attempt == policy.attempts
+        policy, maybe_applied, started = self.settings.retry, False, self._clock()
+        for tries in itertools.count(1):
             try:
                 response = await self._http.request(
                     request.method, request.path, params=request.params, json=request.json
@@ -512,15 +547,19 @@ class AsyncBigWorldClient:
             except httpx.TransportError as exc:
                 retry, applied = _judge_error(request, exc)
                 maybe_applied |= applied
-                if not retry or last:
-                    raise _unreachable(request, exc, maybe_applied) from exc
-                await self._sleep(policy.delay(attempt))
+                elapsed = self._clock() - started
+                wait = policy.wait(tries, elapsed) if retry else None
+                if wait is None:
+                    raise _unreachable(request, exc, maybe_applied, tries, elapsed) from exc
+                await self._sleep(wait)
                 continue
             retry, applied = _judge_status(request, response.status_code)
-            if not retry or last:
+            elapsed = self._clock() - started
+            wait = policy.wait(tries, elapsed, _retry_after(response)) if retry else None
+            if wait is None:
                 return _reply(response, maybe_applied)
             maybe_applied |= applied
-            await self._sleep(policy.delay(attempt, _retry_after(response)))
+            await self._sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")
 
     async def run(self, flow: Flow[T]) -> T:
