@@ -1,10 +1,13 @@
-"""Pieces every router shares: error responses for OpenAPI and the list query parameters."""
+"""Pieces every router shares: error responses for OpenAPI and the typed path and query
+parameters (page size, cursors, ids, ticks), each bounded so that no value reaches a query that
+the database cannot hold."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import Path, Query
+from pydantic import AfterValidator
 
 from server.schemas import ErrorBody
 
@@ -23,6 +26,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 
+# The largest integer a BIGINT column (SQLite and PostgreSQL alike) holds: a larger id or
+# cursor overflows the driver (OverflowError on SQLite), so it is a 422 before any query.
+MAX_ID = 2**63 - 1
+# A tick in a query is compared and bucketed; this tighter bound leaves room for that arithmetic.
+MAX_TICK = 2**62
+
+
+def _fits_bigint(cursor: str | None) -> str | None:
+    if cursor is not None and int(cursor) > MAX_ID:
+        raise ValueError(f"expected an id of at most {MAX_ID}, got {cursor}")
+    return cursor
+
+
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Cursor = Annotated[
     str | None,
@@ -35,6 +51,10 @@ Cursor = Annotated[
 # Lists keyed by an integer id page with the last id seen.
 IdCursor = Annotated[
     str | None,
-    Query(max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page"),
+    Query(max_length=19, pattern=r"^[0-9]+$", description="next_cursor of the previous page"),
+    AfterValidator(_fits_bigint),
 ]
-Tick = Annotated[int | None, Query(ge=0, le=2**62)]
+Tick = Annotated[int | None, Query(ge=0, le=MAX_TICK)]
+# A row id in the path (episodes, things) or as a filter (an agent's id).
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
+IdQuery = Annotated[int | None, Query(ge=1, le=MAX_ID)]

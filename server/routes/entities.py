@@ -9,13 +9,13 @@ from fastapi import APIRouter, Path, Query
 
 from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
-from server.routes.common import ERRORS
+from server.routes.common import ERRORS, MAX_TICK, IdPath
 from server.schemas import PlaceOut, ThingOut
 from world.store.history import Gone, image_at, place_now, thing_now
 
 router = APIRouter(prefix="/v1", tags=["entities"], responses=ERRORS)
 AtTick = Annotated[
-    int | None, Query(ge=0, le=2**62, description="read the entity as it was at this tick")
+    int | None, Query(ge=0, le=MAX_TICK, description="read the entity as it was at this tick")
 ]
 
 
@@ -31,7 +31,7 @@ def _at(session: SessionDep, kind: str, entity_id: str, at_tick: int) -> dict[st
 
 @router.get("/things/{thing_id}", response_model=ThingOut)
 def read_thing(
-    thing_id: Annotated[int, Path(ge=1, le=2**62)],
+    thing_id: IdPath,
     session: SessionDep,
     _caller: CallerDep,
     at_tick: AtTick = None,

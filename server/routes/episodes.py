@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query, status
+from fastapi import APIRouter, Body, Query, status
 from sqlalchemy import select
 
 from server import episodes as service
@@ -19,7 +19,7 @@ from server.dependencies import (
     TrainerDep,
 )
 from server.errors import NotFound, Unprocessable
-from server.routes.common import ERRORS, IdCursor, Limit, Tick
+from server.routes.common import ERRORS, IdCursor, IdPath, IdQuery, Limit, Tick
 from server.schemas import (
     EpisodeBegin,
     EpisodeDetail,
@@ -39,7 +39,6 @@ from world.store import records
 from world.store.models import EpisodeRow, JudgmentRow, TaskRow
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
-EpisodeId = Annotated[int, Path(ge=1, le=2**62)]
 
 
 @router.post("", response_model=EpisodeStarted, status_code=status.HTTP_201_CREATED)
@@ -51,15 +50,13 @@ def begin_episode(
 
 
 @router.post("/{episode_id}/steps", response_model=StepOut)
-def take_step(
-    episode_id: EpisodeId, body: StepIn, runtime: RuntimeDep, caller: PolicyDep
-) -> StepOut:
+def take_step(episode_id: IdPath, body: StepIn, runtime: RuntimeDep, caller: PolicyDep) -> StepOut:
     return service.step(runtime, caller, episode_id, body)
 
 
 @router.post("/{episode_id}/abandon", response_model=EpisodeOut)
 def abandon_episode(
-    episode_id: EpisodeId, runtime: RuntimeDep, caller: PolicyDep, session: SessionDep
+    episode_id: IdPath, runtime: RuntimeDep, caller: PolicyDep, session: SessionDep
 ) -> EpisodeOut:
     episode = service.abandon(runtime, caller, episode_id)
     return _episode_out(session, episode)
@@ -69,7 +66,7 @@ def abandon_episode(
 def list_episodes(
     session: SessionDep,
     _caller: CallerDep,
-    agent: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+    agent: IdQuery = None,
     task: Annotated[str | None, Query(max_length=64)] = None,
     family: Annotated[str | None, Query(max_length=32)] = None,
     status: Status | None = None,
@@ -106,7 +103,7 @@ def list_episodes(
 
 
 @router.get("/{episode_id}", response_model=EpisodeDetail)
-def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep) -> EpisodeDetail:
+def read_episode(episode_id: IdPath, session: SessionDep, _caller: CallerDep) -> EpisodeDetail:
     episode = records.get_episode(session=session, episode_id=episode_id)
     if episode is None:
         raise NotFound(f"no episode {episode_id}")
@@ -141,7 +138,7 @@ def read_episode(episode_id: EpisodeId, session: SessionDep, _caller: CallerDep)
     "/{episode_id}/judgments", response_model=JudgmentsAccepted, status_code=status.HTTP_201_CREATED
 )
 def judge_steps(
-    episode_id: EpisodeId,
+    episode_id: IdPath,
     judgments: Annotated[list[JudgmentIn], Body(max_length=1024)],
     runtime: RuntimeDep,
     caller: RewardDep,
@@ -187,7 +184,7 @@ def judge_steps(
 
 
 @router.get("/{episode_id}/expert", response_model=ExpertHint)
-def expert_hint(episode_id: EpisodeId, runtime: RuntimeDep, caller: TrainerDep) -> ExpertHint:
+def expert_hint(episode_id: IdPath, runtime: RuntimeDep, caller: TrainerDep) -> ExpertHint:
     """The oracle's next action for an open episode (trainer and admin only; recorded)."""
     return service.expert(runtime, caller, episode_id)
 

@@ -166,6 +166,35 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
     assert ann.post(steps, json={"step": 2, "action": "look"}).status_code == 200
 
 
+def test_ids_cursors_and_ticks_beyond_a_bigint_are_refused(
+    server: ServerProcess, admin: Api
+) -> None:
+    """A 20-digit cursor was a 500 on SQLite (OverflowError) that dropped the kept-alive
+    connection; past 2**63 - 1 every id, cursor and tick is a 422 before any query."""
+    watcher = admin.agent("watch", "observer")
+    biggest = 2**63 - 1
+    for route in ("/v1/episodes", "/v1/events", "/v1/policies", "/v1/forge/decisions"):
+        for cursor in ("9" * 20, str(biggest + 1)):
+            reply = watcher.get(route, params={"cursor": cursor})
+            assert reply.status_code == 422, f"{route} cursor {cursor}: {reply.text[:300]}"
+            assert reply.json()["error"]["code"] == "validation_error"
+            assert reply.headers.get("connection") != "close", route
+        page = watcher.get(route, params={"cursor": str(biggest)})
+        assert page.status_code == 200 and page.json()["items"] == [], route
+    for path, params in (
+        (f"/v1/episodes/{biggest + 1}", {}),
+        (f"/v1/things/{biggest + 1}", {}),
+        ("/v1/episodes", {"agent": str(biggest + 1)}),
+        ("/v1/events", {"from_tick": str(2**63)}),
+        ("/v1/things/1", {"at_tick": str(2**63)}),
+        ("/v1/metrics/learning", {"to_tick": str(2**63)}),
+    ):
+        reply = watcher.get(path, params=params)
+        assert reply.status_code == 422, f"{path} {params}: {reply.text[:300]}"
+    assert watcher.get(f"/v1/episodes/{biggest}").status_code == 404
+    assert watcher.get("/v1/world").status_code == 200  # the same connection still serves
+
+
 def test_rate_limit_per_token(tmp_path: Path) -> None:
     proc = ServerProcess(
         f"sqlite:///{tmp_path / 'w.db'}",

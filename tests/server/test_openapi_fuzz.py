@@ -76,6 +76,25 @@ def test_openapi_describes_every_route_with_models(server: ServerProcess) -> Non
     )
 
 
+def test_every_integer_parameter_fits_a_bigint(server: ServerProcess) -> None:
+    """Each integer path and query parameter declares bounds within 0..2**63 - 1, so a new
+    route cannot pass an unbounded id or tick to the database (where SQLite overflows)."""
+    spec = httpx.get(server.url + "/openapi.json").json()
+    checked = 0
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                schema = parameter["schema"]
+                for alternative in schema.get("anyOf", [schema]):
+                    if alternative.get("type") != "integer":
+                        continue
+                    where = f"{method.upper()} {path} {parameter['name']}"
+                    assert 0 <= alternative.get("minimum", -1), where
+                    assert alternative.get("maximum", 2**64) <= 2**63 - 1, where
+                    checked += 1
+    assert checked >= 10  # episode ids, thing ids, agent filter, ticks, limits, …
+
+
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_error(
     server: ServerProcess, admin: Api, tmp_path: Path
