@@ -3,9 +3,10 @@ describes them all). Requests are strict: no type coercion, no unknown fields.""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar
+import re
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before the world sees it
 MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
@@ -17,10 +18,47 @@ DecodeMode = Literal["rank", "generate"]
 # The sampling temperature it chose at: 0 is greedy; finite, as a trainer divides by it.
 Temperature = Annotated[float, Field(ge=0.0, le=1000.0, allow_inf_nan=False)]
 T = TypeVar("T")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, or half of a surrogate pair
+
+
+def _unstorable(value: Any) -> str | None:
+    """The first string in ``value`` (a dict's keys and values, a list's items, nested) that a
+    database cannot store, or None: PostgreSQL text refuses NUL (SQLite keeps it), and no
+    driver encodes a lone surrogate as UTF-8."""
+    if isinstance(value, str):
+        return value if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if (found := _unstorable(item)) is not None:
+                return found
+    return None
+
+
+def storable(value: T, name: str = "text") -> T:
+    """``value`` itself when every string in it can be stored, else a ``ValueError`` (a 422).
+    Request bodies are held to this while they are parsed, before any world work, so both
+    databases refuse the same bodies and a refused one changes nothing."""
+    if (found := _unstorable(value)) is not None:
+        raise ValueError(f"expected {name} without NUL or lone surrogates, got {found[:80]!r}")
+    return value
 
 
 class Request(BaseModel):
+    """A request body: strict, no unknown fields, and every string in it :func:`storable`."""
+
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        for name, value in self:
+            storable(value, name)
+        return self
+
+
+# A free-form JSON body (the forge's config patch) held to the same rule.
+StorableJson = Annotated[dict[str, Any], AfterValidator(storable)]
 
 
 class ErrorDetail(BaseModel):

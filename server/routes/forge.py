@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Query
 from server import forge as service
 from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep
 from server.routes.common import ERRORS, IdCursor, Limit, Tick
-from server.schemas import CycleOut, DecisionOut, ForgeInfo, Page
+from server.schemas import CycleOut, DecisionOut, ForgeInfo, Page, StorableJson
 from world.store import records
 from world.store.models import ForgeDecisionRow
 
@@ -101,7 +101,7 @@ def update_config(
     runtime: RuntimeDep,
     _admin: AdminDep,
     patch: Annotated[
-        dict[str, Any],
+        StorableJson,
         Body(description="fields of the forge's config to change; dynamics may be partial"),
     ],
 ) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def _chunks(total: int) -> Callable[[], object]:
 
 def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admin: Api) -> None:
     ann, cy, watcher = admin.agent("ann"), admin.agent("cy"), admin.agent("watch", "observer")
-    judge = admin.agent("judge", "reward")
+    judge, coach = admin.agent("judge", "reward"), admin.agent("coach", "trainer")
     episode = ann.post("/v1/episodes", json={}).json()["episode_id"]
     assert (
         ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look"}).status_code
@@ -147,6 +147,60 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
                 f"/v1/episodes/{episode}/judgments",
                 json=[{"step": 1, "score": 2, "model_version": "r"}],
             ),
+        ),
+        # Text PostgreSQL cannot store (NUL) or no database can encode (a lone surrogate) is
+        # refused before any world work, on SQLite too, wherever it sits in a body.
+        *(
+            (
+                f"NUL in a step's {field}",
+                422,
+                lambda field=field: ann.post(
+                    steps, json={"step": 2, "action": "look", field: "a\u0000b"}
+                ),
+            )
+            for field in ("prompt", "completion", "policy_version")
+        ),
+        (
+            "lone surrogate in a prompt",
+            422,
+            lambda: ann.post(
+                steps,
+                content=b'{"step": 2, "action": "look", "prompt": "\\ud800"}',
+                headers=json_headers,
+            ),
+        ),
+        (
+            "NUL in a rationale",
+            422,
+            lambda: judge.post(
+                f"/v1/episodes/{episode}/judgments",
+                json=[{"step": 1, "score": 1, "model_version": "r", "rationale": "ok\u0000"}],
+            ),
+        ),
+        (
+            "NUL in a policy path",
+            422,
+            lambda: coach.post("/v1/policies", json={"kind": "policy", "path": "/m\u0000"}),
+        ),
+        (
+            "NUL in a policy config key",
+            422,
+            lambda: coach.post(
+                "/v1/policies", json={"kind": "policy", "path": "/m", "config": {"a\u0000": 1}}
+            ),
+        ),
+        (
+            "NUL in a task spec",
+            422,
+            lambda: cy.post(
+                "/v1/episodes",
+                json={"task": {"family": "go_to", "params": {"place_name": "x\u0000"}}},
+            ),
+        ),
+        (
+            "NUL in the forge's config",
+            422,
+            lambda: admin.patch("/v1/forge/config", json={"lm_url": "http://lm\u0000"}),
         ),
         ("bad cursor", 422, lambda: ann.get("/v1/events", params={"cursor": "abc"})),
         ("bad place id", 422, lambda: ann.get("/v1/places/kitchen")),
