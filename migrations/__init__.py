@@ -2,11 +2,14 @@
 
 ``upgrade_to_head`` is what ``bigworld db upgrade`` and the server at start call. On
 PostgreSQL it holds an advisory lock while it runs, so several server processes starting at
-once over one database migrate it exactly once.
+once over one database migrate it exactly once. ``startup_lock`` serialises the whole start-up
+(migrate, create the world, bootstrap the admin) across processes, on PostgreSQL and SQLite.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,19 +51,35 @@ def at_head(engine: Engine) -> bool:
 
 @contextmanager
 def startup_lock(engine: Engine) -> Iterator[None]:
-    """Serialise start-up work (migrate, create the world, bootstrap the admin) across server
-    processes over one PostgreSQL database; a no-op elsewhere (SQLite has one host)."""
-    if engine.dialect.name != "postgresql":
+    """Serialise start-up work (migrate, create the world, bootstrap the admin) across the
+    processes that share ``engine``'s database; the others wait their turn.
+
+    PostgreSQL: an advisory lock. A SQLite file: an exclusive ``flock`` on ``<file>.lock``
+    beside it, released when the process ends however it ends. SQLite's busy timeout does not
+    serialise start-ups by itself: a transaction that read before another process wrote cannot
+    write any more and fails at once with "database is locked", which is how one of two
+    servers started together on an empty folder used to die in the migrations. An in-memory
+    SQLite database has one process, so nothing is locked."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _STARTUP_LOCK})
+            connection.commit()
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _STARTUP_LOCK})
+                connection.commit()
+        return
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
         yield
         return
-    with engine.connect() as connection:
-        connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _STARTUP_LOCK})
-        connection.commit()
-        try:
-            yield
-        finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _STARTUP_LOCK})
-            connection.commit()
+    fd = os.open(f"{database}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def upgrade_to_head(engine: Engine) -> str:

@@ -235,14 +235,16 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    from migrations import upgrade_to_head
+    from migrations import startup_lock, upgrade_to_head
     from world.store import make_engine
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.resolved_database_url())
     try:
-        print(f"database at revision {upgrade_to_head(engine)}")
+        with startup_lock(engine):  # a server may be starting on the same database
+            revision = upgrade_to_head(engine)
+        print(f"database at revision {revision}")
     finally:
         engine.dispose()
     return 0

@@ -1,5 +1,7 @@
-"""Two server processes over one PostgreSQL world, avatars racing for the same things: the
-world lock serialises them, so nothing is taken twice and the log replays exactly."""
+"""Two server processes over one database: both start at once on an empty one (the start-up
+lock lets one migrate while the other waits), and over one PostgreSQL world avatars race for
+the same things: the world lock serialises them, so nothing is taken twice and the log replays
+exactly."""
 
 from __future__ import annotations
 
@@ -48,6 +50,38 @@ def _holders_change_only_by_giving(database_url: str) -> int:
                     takes += 1
                 holder[image["id"]] = after
     return takes
+
+
+def test_two_processes_start_at_once_on_an_empty_database(
+    database_url: str, tmp_path: Path
+) -> None:
+    """On an empty SQLite folder one of two servers started at once died in the migrations
+    with "database is locked"; the start-up lock makes the second wait, and both serve."""
+    data = tmp_path / "data"  # one data folder, as two `bigworld serve` in one folder share it
+    servers = [ServerProcess(database_url, data) for _ in range(2)]
+    failures: list[BaseException] = []
+
+    def start(server: ServerProcess) -> None:
+        try:
+            server.start()
+        except BaseException as exc:
+            failures.append(exc)
+
+    starters = [threading.Thread(target=start, args=(s,)) for s in servers]
+    try:
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert not failures, failures[0]
+        ann = Api(servers[0].url).agent("ann")
+        assert ann.post("/v1/episodes", json={}).status_code == 201
+        ann_elsewhere = Api(servers[1].url, str(ann.http.headers["Authorization"]).split()[1])
+        seen = ann_elsewhere.get("/v1/episodes", params={"status": "open"}).json()["items"]
+        assert [e["agent_id"] for e in seen] == [ann.id]  # type: ignore[attr-defined]
+    finally:
+        for s in servers:
+            s.stop()
 
 
 @pytest.mark.slow
