@@ -8,6 +8,7 @@ list after ``bigworld`` (``["history", "episodes", "--limit", "5"]``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -19,8 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from agents.client import DEFAULT_SERVER, BigWorldClient, Record
-from agents.errors import ClientError
+from agents.client import DEFAULT_SERVER, BigWorldClient, Record, RetryPolicy
+from agents.errors import AuthenticationError, ClientError, ForbiddenError, UnreachableError
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMANDS: dict[str, Register] = {}
@@ -42,8 +43,20 @@ def command(name: str) -> Callable[[Register], Register]:
     return decorate
 
 
+# What to do about an error the server's answer (or its silence) makes a command end on.
+HINTS: dict[type[ClientError], str] = {
+    AuthenticationError: "give a token the server knows with --token (env BIGWORLD_TOKEN)",
+    ForbiddenError: "give a token of a role that may do this (--token, env BIGWORLD_TOKEN)",
+    UnreachableError: "start the server, or point --server (env BIGWORLD_SERVER) at it",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; return its exit status (argparse's 0 for ``--help``, 2 for misuse)."""
+    """Run one command; return its exit status: 0, 1 when it failed, 2 for misuse.
+
+    Every failure prints one line on stderr saying what is wrong and what to do: misuse
+    through the command's parser (``args.parser.error``: its usage, then that line), a
+    ``SystemExit("bigworld: …")`` as Python prints it, a client error with a hint."""
     for module in COMMAND_MODULES:
         importlib.import_module(module)  # registers its commands
     parser = argparse.ArgumentParser(prog="bigworld", description="bigworld agents and history.")
@@ -54,8 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         return int(args.run(args) or 0)
     except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+        if isinstance(exit_.code, str):  # a message, as the interpreter would print it
+            print(exit_.code, file=sys.stderr)
+            return 1
+        return 0 if exit_.code is None else exit_.code
     except ClientError as exc:
+        hint = next((text for kind, text in HINTS.items() if isinstance(exc, kind)), None)
+        print(f"bigworld: {exc}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        return 1
+    except OSError as exc:  # a file to read or write, a port
         print(f"bigworld: {exc}", file=sys.stderr)
         return 1
 
@@ -63,10 +83,39 @@ def main(argv: list[str] | None = None) -> int:
 # --- shared options --------------------------------------------------------------------------
 
 
+def at_least(
+    minimum: float, kind: type[int] | type[float] = int, *, strict: bool = False
+) -> Callable[[str], Any]:
+    """An argparse ``type``: a number of ``kind`` no smaller than ``minimum`` (with
+    ``strict``, larger)."""
+    bound = f"{'>' if strict else '>='} {minimum}"
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (strict and value == minimum):
+            number = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {number} {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+def server_url(text: str) -> str:
+    """An argparse ``type``: an http(s) URL."""
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    return text
+
+
 def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """``--server`` and ``--token``, defaulting to BIGWORLD_SERVER and BIGWORLD_TOKEN."""
+    """``--server``, ``--token`` and ``--retry-s``, defaulting to BIGWORLD_SERVER,
+    BIGWORLD_TOKEN and BIGWORLD_RETRY_S; :func:`client_for` builds the client from them."""
     parser.add_argument(
         "--server",
+        type=server_url,
         default=os.environ.get("BIGWORLD_SERVER", DEFAULT_SERVER),
         help="server URL (env BIGWORLD_SERVER; default %(default)s)",
     )
@@ -75,6 +124,39 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("BIGWORLD_TOKEN"),
         help="bearer token of any role (env BIGWORLD_TOKEN)",
     )
+    parser.add_argument(
+        "--retry-s",
+        type=at_least(0, float),
+        default=os.environ.get("BIGWORLD_RETRY_S", str(RetryPolicy.budget_s)),  # typed by argparse
+        help="seconds a request is retried while the server is away or busy, e.g. restarting "
+        "(env BIGWORLD_RETRY_S; default %(default)s)",
+    )
+    parser.set_defaults(parser=parser)
+
+
+def add_thread_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads``, for commands that run torch; :func:`limit_threads` applies it."""
+    parser.add_argument(
+        "--threads",
+        type=at_least(0),
+        default=1,
+        help="CPU threads for torch, set before any model loads; processes sharing the cores "
+        "(several agents, the trainer) each want 1, 0 is torch's default of one per core "
+        "(default %(default)s)",
+    )
+
+
+def limit_threads(count: int) -> None:
+    """Run torch (and the OpenMP and MKL pools under it) on ``count`` CPU threads; 0 leaves
+    torch's default. Call before any model loads. With one pool per process, each as wide as
+    the machine, processes that share the cores only wait on each other: on a 2-core machine
+    with several agents a forward pass was ~17x slower than on one thread."""
+    if count < 1:
+        return
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(count)
+    import torch
+
+    torch.set_num_threads(count)
 
 
 def stop_on_signals(stop: threading.Event, seconds: float | None = None) -> None:
@@ -92,8 +174,20 @@ def stop_on_signals(stop: threading.Event, seconds: float | None = None) -> None
         timer.start()
 
 
-def client_for(args: argparse.Namespace) -> BigWorldClient:
-    return BigWorldClient(args.server, args.token)
+def client_for(args: argparse.Namespace, token: str | None = None) -> BigWorldClient:
+    """A client for the command's ``--server`` and ``--retry-s``, with its ``--token`` unless
+    another ``token`` is given (an expert's, a player's); no token at all is misuse."""
+    token = token or args.token
+    if not token:
+        args.parser.error("expected a token: give --token or set BIGWORLD_TOKEN")
+    return BigWorldClient(args.server, token, retry=RetryPolicy(budget_s=args.retry_s))
+
+
+def check_token(client: BigWorldClient) -> None:
+    """Fail at once on a token the server refuses (401), which a long-running command would
+    otherwise retry forever; a server not up yet is waited for by the command itself."""
+    with contextlib.suppress(UnreachableError):
+        client.world()
 
 
 # The query parameters of the list routes (design §6); each is the option of the same name.
@@ -206,15 +300,15 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="file format (default: from --out's suffix, else jsonl)",
     )
     export.add_argument("--out", type=Path, required=True, help="file to write")
-    export.add_argument("--limit", type=int, default=0, help="at most N rows (0: all)")
+    export.add_argument("--limit", type=at_least(0), default=0, help="at most N rows (0: all)")
     add_episode_filters(export)
     add_event_filters(export)
     add_tick_filters(export)
-    export.set_defaults(run=run_export, parser=export)
+    export.set_defaults(run=run_export)
 
 
 def add_listing_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--limit", type=int, default=50, help="at most N rows (0: all)")
+    parser.add_argument("--limit", type=at_least(0), default=50, help="at most N rows (0: all)")
     parser.add_argument("--format", choices=("table", "jsonl"), default="table")
 
 
@@ -237,6 +331,8 @@ def run_export(args: argparse.Namespace) -> int:
     misplaced = set(filters(args, tuple(every))) - set(EXPORTS[args.what])
     if misplaced:
         args.parser.error(f"--what {args.what} takes no {', '.join(sorted(misplaced))} filter")
+    if not args.out.parent.is_dir():
+        args.parser.error(f"expected --out in an existing folder, got {args.out}")
     fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "jsonl")
     with client_for(args) as client:
         rows = take(export_rows(client, args), args.limit)

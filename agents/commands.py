@@ -9,7 +9,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agents.cli import add_server_options, command, stop_on_signals
+from agents.cli import (
+    add_server_options,
+    add_thread_option,
+    at_least,
+    check_token,
+    client_for,
+    command,
+    limit_threads,
+    stop_on_signals,
+)
 
 ROLES = ("policy", "reward")
 BACKENDS = ("random", "explorer", "expert", "heuristic", "transformers", "vllm", "vllm-server")
@@ -27,8 +36,8 @@ def register_model(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     init.add_argument("--kind", choices=("policy", "reward"), required=True)
     init.add_argument("--out", type=Path, required=True, help="directory to write")
-    init.add_argument("--hidden-size", type=int, default=128)
-    init.add_argument("--layers", type=int, default=2)
+    init.add_argument("--hidden-size", type=at_least(1), default=128)
+    init.add_argument("--layers", type=at_least(1), default=2)
     init.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
     init.set_defaults(run=run_model_init)
 
@@ -63,20 +72,24 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "and samples from their softmax, what a tiny model keeps up with; generate samples free "
         "text ending in \\boxed{}, for real checkpoints (default %(default)s)",
     )
-    run.add_argument("--temperature", type=float, default=1.0)
-    run.add_argument("--max-new-tokens", type=int, default=64)
-    run.add_argument("--votes", type=int, default=3, help="judgments per step (reward)")
+    run.add_argument("--temperature", type=at_least(0, float), default=1.0)
+    run.add_argument("--max-new-tokens", type=at_least(1), default=64)
+    run.add_argument("--votes", type=at_least(1), default=3, help="judgments per step (reward)")
     run.add_argument(
-        "--batch-steps", type=int, default=8, help="steps judged in one model call (reward)"
+        "--batch-steps", type=at_least(1), default=8, help="steps judged in one model call (reward)"
     )
-    run.add_argument("--noise", type=float, default=0.0, help="vote flip rate (heuristic)")
+    run.add_argument(
+        "--noise", type=at_least(0, float), default=0.0, help="vote flip rate (heuristic)"
+    )
     run.add_argument(
         "--family",
         help="ask for tasks of this family (policy; one of any family when none is near)",
     )
-    run.add_argument("--episodes", type=int, help="stop after this many episodes (policy)")
-    run.add_argument("--seconds", type=float, help="stop after this long")
-    run.add_argument("--poll", type=float, default=5.0, help="seconds between version checks")
+    run.add_argument("--episodes", type=at_least(1), help="stop after this many episodes (policy)")
+    run.add_argument("--seconds", type=at_least(0, float), help="stop after this long")
+    run.add_argument(
+        "--poll", type=at_least(0, float), default=5.0, help="seconds between version checks"
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     run.add_argument(
@@ -87,35 +100,39 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     run.add_argument("--vllm-url", help="OpenAI-compatible server URL (vllm-server backend)")
     run.add_argument("--vllm-model", help="model name at that server")
     add_server_options(run)
+    add_thread_option(run)
     run.set_defaults(run=run_agent)
 
 
 def _model(args: argparse.Namespace) -> Any:
     from agents import backends
 
-    if args.backend == "transformers":
-        return backends.TransformersModel(_need(args.model, "--model"), device=args.device)
-    if args.backend == "vllm":
-        return backends.VllmModel(_need(args.model, "--model"))
     if args.backend == "vllm-server":
         return backends.OpenAIServerModel(
-            _need(args.vllm_url, "--vllm-url"), args.vllm_model or "default"
+            _need(args, args.vllm_url, "--vllm-url", "the OpenAI-compatible server's URL"),
+            args.vllm_model or "default",
         )
-    raise SystemExit(f"bigworld: backend {args.backend!r} has no model")
+    path = _need(args, args.model, "--model", "a model directory (bigworld model init --out)")
+    if not (path / "config.json").is_file():
+        args.parser.error(f"expected a model directory with config.json at --model, got {path}")
+    limit_threads(args.threads)
+    if args.backend == "transformers":
+        return backends.TransformersModel(path, device=args.device)
+    return backends.VllmModel(path)
 
 
-def _need(value: Any, flag: str) -> Any:
+def _need(args: argparse.Namespace, value: Any, flag: str, what: str) -> Any:
+    """``value``, or misuse: this backend needs ``flag``."""
     if value is None:
-        raise SystemExit(f"bigworld: this backend needs {flag}")
+        args.parser.error(f"backend {args.backend} needs {flag}: give {what}")
     return value
 
 
 def build_runner(args: argparse.Namespace) -> Any:
     """The runner that ``agent run`` would start, without starting it."""
     from agents import backends, policy_agent, reward_agent
-    from agents.client import BigWorldClient
 
-    client = BigWorldClient(args.server, args.token)
+    client = client_for(args)
     sampling = backends.Sampling(args.temperature, args.max_new_tokens, args.seed)
     if args.role == "policy":
         policy: Any
@@ -124,11 +141,14 @@ def build_runner(args: argparse.Namespace) -> Any:
         elif args.backend == "explorer":
             policy = policy_agent.ExplorerPolicy(args.seed)
         elif args.backend == "expert":
-            policy = policy_agent.ExpertPolicy(
-                BigWorldClient(args.server, _need(args.expert_token, "--expert-token"))
-            )
+            what = "a trainer's or admin's token, or set BIGWORLD_EXPERT_TOKEN"
+            expert = _need(args, args.expert_token, "--expert-token", what)
+            policy = policy_agent.ExpertPolicy(client_for(args, expert))
         elif args.backend == "heuristic":
-            raise SystemExit("bigworld: the heuristic backend judges; it cannot play")
+            args.parser.error(
+                "backend heuristic judges steps, it cannot play: give --role reward, or a "
+                "policy backend (random, explorer, expert, transformers, vllm, vllm-server)"
+            )
         else:
             policy = policy_agent.ModelPolicy(_model(args), args.mode, sampling)
         config = policy_agent.RunnerConfig(
@@ -139,7 +159,10 @@ def build_runner(args: argparse.Namespace) -> Any:
     if args.backend == "heuristic":
         judge = reward_agent.HeuristicJudge(args.noise, args.seed)
     elif args.backend in ("random", "explorer", "expert"):
-        raise SystemExit(f"bigworld: backend {args.backend!r} cannot judge")
+        args.parser.error(
+            f"backend {args.backend} plays, it cannot judge: give --role policy, or a reward "
+            "backend (heuristic, transformers, vllm, vllm-server)"
+        )
     else:
         judge = reward_agent.ModelJudge(_model(args), sampling, args.mode)
     return reward_agent.RewardRunner(
@@ -154,6 +177,7 @@ def build_runner(args: argparse.Namespace) -> Any:
 def run_agent(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     runner = build_runner(args)
+    check_token(runner.client)
 
     stop_on_signals(runner.stop, args.seconds)
     result = runner.run()

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from agents.cli import command
+from agents.cli import at_least, command
 from agents.client import BigWorldClient, Record, Request
 from agents.errors import ClientError
 
@@ -69,9 +69,6 @@ DEMO_VOTES = 1  # judgments per step: the reward agent's and the trainer's m
 # λ, the weight of the (at first untrained) reward model's vote in the step reward: small, so
 # that outcomes lead while the reward model still learns from consistency
 DEMO_LAMBDA = 0.25
-# One thread per process: the demo's processes share the cores, and torch's own thread pools
-# (one per process, each as wide as the machine) would only wait on each other.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @command("demo")
@@ -84,7 +81,12 @@ def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "a live view; stop cleanly on Ctrl-C or at the end and write a report. Running it "
         "again on the same data folder continues the same world.",
     )
-    demo.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    demo.add_argument(
+        "--minutes",
+        type=at_least(0, float, strict=True),
+        default=10.0,
+        help="how long (default 10)",
+    )
     demo.add_argument(
         "--data-dir",
         type=Path,
@@ -94,7 +96,7 @@ def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo.add_argument(
         "--port", type=int, default=8000, help="server port; a free one if it is taken"
     )
-    demo.add_argument("--policies", type=int, default=2, help="policy agents (default 2)")
+    demo.add_argument("--policies", type=at_least(1), default=2, help="policy agents (default 2)")
     demo.add_argument("--seed", type=int, default=0, help="world seed for a new world")
     demo.add_argument("--no-view", action="store_true", help="a status line, not a live view")
     demo.add_argument("--no-report", action="store_true", help="skip the report at the end (tests)")
@@ -264,16 +266,19 @@ def admin_token(data_dir: Path) -> str:
 
 def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: int) -> list[Child]:
     server_opts = ["--server", url]
+    # One torch thread per process (the default, said aloud): the demo's processes share the
+    # cores, and a pool per process as wide as the machine would only wait on the others.
+    one_thread = ["--threads", "1"]
     children = [
         Child(
             f"policy-{i}",
             [
                 "agent", "run", "--role", "policy", "--backend", "transformers",
                 "--model", str(layout.model("policy")), "--mode", "rank",
-                "--seed", str(i), "--device", "cpu", *server_opts,
+                "--seed", str(i), "--device", "cpu", *one_thread, *server_opts,
             ],
             layout.log(f"policy-{i}"),
-            {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"], **ONE_THREAD},
+            {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"]},
         )
         for i in range(1, policies + 1)
     ]  # fmt: skip
@@ -283,10 +288,10 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
             [
                 "agent", "run", "--role", "reward", "--backend", "transformers",
                 "--model", str(layout.model("reward")), "--votes", str(DEMO_VOTES),
-                "--device", "cpu", *server_opts,
+                "--device", "cpu", *one_thread, *server_opts,
             ],
             layout.log("reward"),
-            {"BIGWORLD_TOKEN": tokens["demo-reward"], **ONE_THREAD},
+            {"BIGWORLD_TOKEN": tokens["demo-reward"]},
         )
     )  # fmt: skip
     children.append(
@@ -296,10 +301,10 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
                 "train", "--policy", str(layout.model("policy")),
                 "--reward", str(layout.model("reward")), "--out", str(layout.train),
                 "--mode", "integrated_rm", "--votes", str(DEMO_VOTES),
-                "--lam", str(DEMO_LAMBDA), "--no-progress", *server_opts,
+                "--lam", str(DEMO_LAMBDA), "--no-progress", *one_thread, *server_opts,
             ],
             layout.log("trainer"),
-            {"BIGWORLD_TOKEN": tokens["demo-trainer"], **ONE_THREAD},
+            {"BIGWORLD_TOKEN": tokens["demo-trainer"]},
         )
     )  # fmt: skip
     return children

@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from server.settings import Settings
 
 OWN_COMMANDS = {"serve", "db", "report"}
+AGENT_COMMANDS = {"agent", "history", "model", "train", "demo"}  # agents.cli's; others are misuse
 AGENT_SUBCOMMANDS_HERE = {"create"}
 
 
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv else None
     own = (
         command in OWN_COMMANDS
-        or command in (None, "-h", "--help")
+        or command not in AGENT_COMMANDS  # None, --help, and a mistyped one: the full list
         or (
             command == "agent"
             and (len(argv) < 2 or argv[1] in AGENT_SUBCOMMANDS_HERE or argv[1] in ("-h", "--help"))
@@ -287,12 +290,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 0
-    if not hasattr(args, "run"):
-        parser.print_help()
+        if not hasattr(args, "run"):
+            parser.error("expected a command; see bigworld --help")
+        return int(args.run(args) or 0)
+    except SystemExit as exit_:  # argparse's usage errors print themselves
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+            return 1
+        return 0 if exit_.code is None else exit_.code
+    except ValidationError as exc:  # a setting out of range, from its flag or BIGWORLD_<FLAG>
+        print(f"bigworld {command}: error: {_invalid(exc)}", file=sys.stderr)
         return 2
-    return int(args.run(args) or 0)
+
+
+def _invalid(exc: ValidationError) -> str:
+    """Pydantic's errors about :class:`Settings` as one line naming each setting's variable."""
+    return "; ".join(
+        f"expected {'.'.join(map(str, e['loc']))} (its flag, or BIGWORLD_"
+        f"{'_'.join(map(str, e['loc'])).upper()}) to be {e['msg'].removeprefix('Input should be ')}"
+        f", got {e.get('input')!r}"
+        for e in exc.errors()
+    )
 
 
 if __name__ == "__main__":

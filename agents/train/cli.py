@@ -15,7 +15,17 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from agents.cli import add_server_options, command, stop_on_signals
+from agents.cli import (
+    add_server_options,
+    add_thread_option,
+    at_least,
+    check_token,
+    client_for,
+    command,
+    limit_threads,
+    stop_on_signals,
+)
+from agents.client import BigWorldClient
 from agents.train.config import GROUP_KEYS, KL_REFERENCES, MODES, WARM_START_LOSSES, TrainConfig
 
 CHOICES = {
@@ -84,8 +94,8 @@ def register_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     train.add_argument(
         "--out", type=Path, default=Path("bigworld-train"), help="checkpoints and state"
     )
-    train.add_argument("--iterations", type=int, help="stop after this many updates")
-    train.add_argument("--seconds", type=float, help="stop after this long")
+    train.add_argument("--iterations", type=at_least(1), help="stop after this many updates")
+    train.add_argument("--seconds", type=at_least(0, float), help="stop after this long")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
         "--player-token",
@@ -93,28 +103,39 @@ def register_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "following the oracle's hints (read with --token, a trainer's)",
     )
     add_server_options(train)
+    add_thread_option(train)
     add_config_options(train)
     train.set_defaults(run=run_train)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agents.client import BigWorldClient
-    from agents.train.trainer import Trainer
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    config = config_from(args)
+    try:
+        config = config_from(args)
+    except ValueError as exc:  # TrainConfig's own checks, across fields
+        args.parser.error(f"the training configuration's flags do not fit together: {exc}")
     if config.trains_reward_model and args.reward is None:
-        raise SystemExit("bigworld: --mode integrated_rm trains the reward model: give --reward")
+        args.parser.error(
+            "--mode integrated_rm trains the reward model: give --reward, or another --mode"
+        )
     if config.warm_start_play > 0 and args.player_token is None:
-        raise SystemExit("bigworld: --warm-start-play plays as a policy agent: give --player-token")
-    client = BigWorldClient(args.server, args.token)
+        args.parser.error("--warm-start-play plays as a policy agent: give --player-token")
+    for flag, path in (("--policy", args.policy), ("--reward", args.reward)):
+        if path is not None and not (path / "config.json").is_file():
+            args.parser.error(f"expected a model directory with config.json at {flag}, got {path}")
+    limit_threads(args.threads)
+    from agents.train.trainer import Trainer  # torch loads here, on the threads just set
+
+    client = client_for(args)
+    check_token(client)
+    player = client_for(args, args.player_token) if args.player_token else None
     trainer = Trainer(
         client,
         config,
         policy_dir=args.policy,
         reward_dir=args.reward,
         out=args.out,
-        demonstrator=expert_player(args.server, args.player_token, client),
+        demonstrator=expert_player(player, client),
     )
 
     stop_on_signals(trainer.stop, args.seconds)
@@ -124,17 +145,15 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def expert_player(server: str, player_token: str | None, expert: Any) -> Any:
-    """Plays n episodes as the policy agent of ``player_token`` on the hints ``expert`` (a
-    trainer's client) gets from ``GET /v1/episodes/{id}/expert``; None without a token."""
-    if player_token is None:
+def expert_player(player: BigWorldClient | None, expert: BigWorldClient) -> Any:
+    """Plays n episodes as the policy agent of ``player``'s token on the hints ``expert`` (a
+    trainer's client) gets from ``GET /v1/episodes/{id}/expert``; None without a player."""
+    if player is None:
         return None
 
     def play(n: int) -> None:
-        from agents.client import BigWorldClient
         from agents.policy_agent import ExpertPolicy, PolicyRunner, RunnerConfig
 
-        with BigWorldClient(server, player_token) as player:
-            PolicyRunner(player, ExpertPolicy(expert), RunnerConfig(max_episodes=n)).run()
+        PolicyRunner(player, ExpertPolicy(expert), RunnerConfig(max_episodes=n)).run()
 
     return play

@@ -89,3 +89,38 @@ def test_model_init_builds_a_loadable_model(tmp_path: Path) -> None:
     ids = tokenizer("You are in the kitchen 1.", return_tensors="pt").input_ids
     assert model(input_ids=ids).logits.shape[-1] == len(tokenizer)
     assert tokenizer.decode(ids[0]) == "You are in the kitchen 1."
+
+
+# Builds the runner of ``agent run`` in a process of its own, then says how many threads torch
+# runs on and the model's version.
+BUILD_RUNNER = """
+import argparse, sys
+from agents import commands
+parser = argparse.ArgumentParser()
+commands.register_agent(parser.add_subparsers())
+runner = commands.build_runner(parser.parse_args(sys.argv[1:]))
+import torch
+print(torch.get_num_threads(), runner.policy.version)
+"""
+
+
+def test_threads_caps_torch_before_the_model_loads(tiny_models: dict[str, Path]) -> None:
+    def threads(*extra: str) -> int:
+        argv = ["agent", "run", "--role", "policy", "--backend", "transformers", "--token", "t"]
+        argv += ["--model", str(tiny_models["policy"]), "--device", "cpu", *extra]
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+        done = subprocess.run(
+            [sys.executable, "-c", BUILD_RUNNER, *argv],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        count, version = done.stdout.split()
+        assert version  # the model did load
+        return int(count)
+
+    assert threads() == 1  # the default: processes that share the cores take one each
+    assert threads("--threads", "3") == 3

@@ -182,7 +182,7 @@ def test_a_live_server_stores_the_rank_judges_mode_and_temperature(
 def _runner(*argv: str) -> RewardRunner:
     parser = argparse.ArgumentParser()
     commands.register_agent(parser.add_subparsers())
-    args = parser.parse_args(["agent", "run", "--role", "reward", *argv])
+    args = parser.parse_args(["agent", "run", "--role", "reward", "--token", "t", *argv])
     runner = commands.build_runner(args)
     assert isinstance(runner, RewardRunner)
     return runner
