@@ -264,6 +264,21 @@ def admin_token(data_dir: Path) -> str:
     return (data_dir / "admin_token").read_text().strip()
 
 
+def server_child(layout: Layout, port: int, seed: int) -> Child:
+    """The world server on the data folder's SQLite file, with the demo's settings (not started)."""
+    return Child(
+        "server",
+        ["serve", "--data-dir", str(layout.data_dir), "--port", str(port)],
+        layout.log("server"),
+        {
+            "BIGWORLD_SEED": str(seed),
+            "BIGWORLD_RECORD_DISTANCE": "true",
+            "BIGWORLD_STEP_BUDGET": str(DEMO_STEP_BUDGET),
+            "BIGWORLD_FORGE_INTERVAL_S": str(DEMO_FORGE_INTERVAL_S),
+        },
+    )
+
+
 def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: int) -> list[Child]:
     server_opts = ["--server", url]
     # One torch thread per process (the default, said aloud): the demo's processes share the
@@ -453,17 +468,7 @@ def run_demo(args: argparse.Namespace) -> int:
     build_models(layout)
     port = free_port(args.port)
     url = f"http://127.0.0.1:{port}"
-    server = Child(
-        "server",
-        ["serve", "--data-dir", str(layout.data_dir), "--port", str(port)],
-        layout.log("server"),
-        {
-            "BIGWORLD_SEED": str(args.seed),
-            "BIGWORLD_RECORD_DISTANCE": "true",
-            "BIGWORLD_STEP_BUDGET": str(DEMO_STEP_BUDGET),
-            "BIGWORLD_FORGE_INTERVAL_S": str(DEMO_FORGE_INTERVAL_S),
-        },
-    ).start()
+    server = server_child(layout, port, args.seed).start()
     children: list[Child] = []
     try:
         wait_ready(server, url)

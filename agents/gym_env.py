@@ -3,6 +3,11 @@
 ``reset()`` begins a *new episode* in the same world (abandoning this env's open one first); it
 never resets the world. The avatar starts wherever its last episode left it, holding what it
 held, and the world's tick only grows.
+
+It passes ``gymnasium.utils.env_checker.check_env``: what identifies a run (the episode id, the
+world's tick) is in ``reset``'s info and on the env (:attr:`BigWorldEnv.episode_id`,
+:attr:`BigWorldEnv.tick`), never in ``step``'s info, which the checker compares across two
+runs of the same seed and action.
 """
 
 from __future__ import annotations
@@ -35,8 +40,16 @@ class BigWorldEnv(gym.Env[str, int | str]):
     that ends it and 0 before; ``terminated`` when the goal holds, ``truncated`` when the
     episode ended otherwise (the server's step budget).
 
+    Infos: ``reset`` gives ``episode_id``, ``task``, ``tick`` (the begin tick),
+    ``admissible_actions`` and ``step`` 0; ``step`` gives only what the transition decides:
+    ``admissible_actions``, ``step``, ``success`` and ``outcome``. The run's ids live on the
+    env: ``episode_id`` and ``tick``, the world's tick at the latest answer.
+
     ``reset(options={"task_id": ..., "family": ...})`` asks for a task; ``family`` given to
     the constructor is the default. ``seed`` only seeds ``np_random`` (the world has its own).
+    A ``reset`` before any ``step`` of the open episode, asking for the same task, keeps that
+    episode (nothing happened in it; abandoning it would record a failure, outcome -1) and
+    returns its start again.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -52,8 +65,10 @@ class BigWorldEnv(gym.Env[str, int | str]):
         )
         self.action_space = spaces.Text(MAX_ACTION, charset=ACTION_CHARSET)
         self.episode_id: Id | None = None
+        self.tick: int | None = None  # the world's tick at the latest answer
         self.start: EpisodeStart | None = None
         self._open = False
+        self._asked: tuple[Id | None, str | None] = (None, None)  # the open one's task request
         self._step = 0  # the index of the last acknowledged step; begin is step 0
         self._observation = ""
         self._admissible: tuple[str, ...] = ()
@@ -63,11 +78,13 @@ class BigWorldEnv(gym.Env[str, int | str]):
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
-        self._abandon_open()
-        start = self.client.begin_episode(
-            task_id=options.get("task_id"), family=options.get("family", self.family)
-        )
-        self.start, self.episode_id, self._open, self._step = start, start.episode_id, True, 0
+        asked = (options.get("task_id"), options.get("family", self.family))
+        start = self._unplayed(asked)
+        if start is None:
+            self._abandon_open()
+            start = self.start = self.client.begin_episode(task_id=asked[0], family=asked[1])
+        self.episode_id, self.tick, self._open, self._step = start.episode_id, start.tick, True, 0
+        self._asked = asked
         self._observation, self._admissible = start.observation, start.admissible_actions
         return start.observation, {
             "episode_id": start.episode_id,
@@ -81,7 +98,7 @@ class BigWorldEnv(gym.Env[str, int | str]):
         if not self._open or self.episode_id is None:
             raise RuntimeError("expected an open episode; call reset() first")
         result = self.client.step(self.episode_id, self._step + 1, self._action_text(action))
-        self._step, self._observation = result.step, result.observation
+        self._step, self._observation, self.tick = result.step, result.observation, result.tick
         self._admissible = result.admissible_actions
         self._open = not result.done
         reward = float(result.outcome or 0.0) if result.done else 0.0
@@ -106,6 +123,14 @@ class BigWorldEnv(gym.Env[str, int | str]):
             )
         return self._admissible[index]
 
+    def _unplayed(self, asked: tuple[Id | None, str | None]) -> EpisodeStart | None:
+        """The open episode's start, if it has had no step, asked for the same task, and is
+        still open on the server (which abandons episodes left idle too long)."""
+        start = self.start
+        if start is None or not (self._open and self._step == 0 and asked == self._asked):
+            return None
+        return start if self.client.episode(start.episode_id)["status"] == "open" else None
+
     def _abandon_open(self) -> None:
         if self._open and self.episode_id is not None:
             try:
@@ -115,10 +140,9 @@ class BigWorldEnv(gym.Env[str, int | str]):
         self._open = False
 
     def _info(self, result: StepResult) -> dict[str, Any]:
+        # No episode id and no tick: the same seed and action must give the same info.
         return {
-            "episode_id": self.episode_id,
             "admissible_actions": list(result.admissible_actions),
-            "tick": result.tick,
             "step": result.step,
             "success": result.success,
             "outcome": result.outcome,

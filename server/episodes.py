@@ -239,6 +239,7 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
             parse_failed=body.parse_failed,
             mode=body.mode,
             temperature=body.temperature,
+            completion_ids=body.completion_ids,
             distance=distance,
         )
         session.commit()

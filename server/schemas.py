@@ -11,12 +11,19 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before the world sees it
 MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
 MAX_COMPLETION_CHARS = 8 * 1024
+MAX_COMPLETION_TOKENS = 1024  # ids of a longer answer are not sent (the body stays < 64 KiB)
 Role = Literal["admin", "policy", "reward", "trainer", "observer"]
 Status = Literal["open", "succeeded", "failed", "abandoned"]
 # How a model chose: ranking the candidates (scores of each after the prompt) or generating text.
 DecodeMode = Literal["rank", "generate"]
 # The sampling temperature it chose at: 0 is greedy; finite, as a trainer divides by it.
 Temperature = Annotated[float, Field(ge=0.0, le=1000.0, allow_inf_nan=False)]
+# The token ids a generated answer sampled, so that the trainer need not re-tokenise its text
+# (decoded text does not always encode back to the ids it came from).
+TokenIds = Annotated[
+    list[Annotated[int, Field(ge=0, lt=2**31)]],
+    Field(max_length=MAX_COMPLETION_TOKENS, description="token ids of a generated answer"),
+]
 T = TypeVar("T")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, or half of a surrogate pair
 
@@ -202,6 +209,7 @@ class StepIn(Request):
     )
     mode: DecodeMode | None = Field(None, description="how the policy chose: rank or generate")
     temperature: Temperature | None = Field(None, description="the temperature it sampled at")
+    completion_ids: TokenIds | None = None
 
 
 class StepOut(BaseModel):
@@ -222,6 +230,7 @@ class StepRecord(StepOut):
     parse_failed: bool
     mode: DecodeMode | None
     temperature: float | None
+    completion_ids: list[int] | None
     distance: int | None = Field(description="oracle plan length after the step, when recorded")
 
 
@@ -235,6 +244,7 @@ class JudgmentIn(Request):
     model_version: str = Field(max_length=128)
     mode: DecodeMode | None = Field(None, description="how the judge chose: rank or generate")
     temperature: Temperature | None = Field(None, description="the temperature it sampled at")
+    completion_ids: TokenIds | None = None
 
 
 class JudgmentOut(BaseModel):
@@ -246,6 +256,7 @@ class JudgmentOut(BaseModel):
     model_version: str
     mode: DecodeMode | None
     temperature: float | None
+    completion_ids: list[int] | None
     agent_id: int
 
 

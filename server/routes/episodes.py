@@ -117,6 +117,7 @@ def read_episode(episode_id: IdPath, session: SessionDep, _caller: CallerDep) ->
             parse_failed=s.parse_failed,
             mode=s.mode,
             temperature=s.temperature,
+            completion_ids=s.completion_ids,
             distance=s.distance,
         )
         for s in records.steps_of(session=session, episode_id=episode.id)
@@ -170,6 +171,7 @@ def judge_steps(
                     "model_version": j.model_version,
                     "mode": j.mode,
                     "temperature": j.temperature,
+                    "completion_ids": j.completion_ids,
                     "created_at": now,
                 }
                 for j in judgments
@@ -217,5 +219,6 @@ def _judgment_out(j: JudgmentRow) -> JudgmentOut:
         model_version=j.model_version,
         mode=j.mode,
         temperature=j.temperature,
+        completion_ids=j.completion_ids,
         agent_id=j.agent_id,
     )

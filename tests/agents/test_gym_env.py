@@ -1,11 +1,14 @@
-"""The Gymnasium adapter: reset begins a new episode in the same world; rewards are outcomes."""
+"""The Gymnasium adapter: reset begins a new episode in the same world; rewards are outcomes;
+Gymnasium's own checker passes."""
 
 from __future__ import annotations
 
 import json
+import warnings
 
 import httpx
 import pytest
+from gymnasium.utils.env_checker import check_env
 
 from agents.client import BigWorldClient, RetryPolicy
 from agents.gym_env import BigWorldEnv
@@ -23,13 +26,14 @@ def test_reset_begins_a_new_episode_in_the_same_world(client):
     observation, reward, terminated, truncated, info = env.step(0)  # an index
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert info["step"] == 1 and info["success"] is False
-    tick_before_reset = info["tick"]
+    assert "episode_id" not in info and "tick" not in info  # the run's ids live on the env
+    tick_before_reset = env.tick
     _, _, _, _, info = env.step("look")  # the action text
-    assert info["step"] == 2 and info["tick"] > tick_before_reset
-    tick_before_reset = info["tick"]
+    assert info["step"] == 2 and env.tick > tick_before_reset and env.episode_id == first
+    tick_before_reset = env.tick
 
     observation, info = env.reset()
-    assert info["episode_id"] != first
+    assert info["episode_id"] != first and env.episode_id == info["episode_id"]
     assert client.episode(first)["status"] != "open"  # the open one was abandoned, not left
     assert info["tick"] >= tick_before_reset  # the world's tick never goes back
     env.close()
@@ -117,4 +121,38 @@ def test_success_terminates_with_reward_plus_one():
     env.reset()
     observation, reward, terminated, truncated, info = env.step(0)
     assert (observation, reward, terminated, truncated) == ("Done.", 1.0, True, False)
-    assert info["success"] is True and info["tick"] == 2
+    assert info["success"] is True and env.tick == 2
+
+
+def test_reset_before_any_step_keeps_the_unplayed_episode(client, agent):
+    """Nothing happened in it, and abandoning it would record a failure; asking for another
+    family does begin another episode."""
+    env = BigWorldEnv(client)
+    _, first = env.reset(seed=1)
+    _, again = env.reset(seed=2)
+    assert again == first and again is not first  # the same start, in a new info
+    env.step("look")
+    _, second = env.reset()
+    assert second["episode_id"] != first["episode_id"]
+    _, third = env.reset(options={"family": "go_to"})
+    assert third["episode_id"] != second["episode_id"] and third["task"].family == "go_to"
+    env.close()
+    statuses = {e["id"]: e["status"] for e in client.episodes(agent=agent.id)}
+    assert sorted(statuses.values()) == ["abandoned"] * 3
+
+
+def test_gymnasium_check_env_passes_and_leaves_no_episode_open(client, agent):
+    """``check_env`` itself, against a live server: its step-determinism check compares two
+    runs' step infos, which must not carry the episode id or the tick."""
+    env = BigWorldEnv(client)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env)
+    env.close()
+    said = [str(w.message) for w in caught]
+    assert all("render modes" in text for text in said), said  # no spec: render not checked
+    episodes = list(client.episodes(agent=agent.id))
+    assert all(e["status"] == "abandoned" for e in episodes)
+    # One per run of the checker's steps, and the last reset's, which close abandons; without
+    # keeping unplayed episodes there were 12.
+    assert len(episodes) <= 5, len(episodes)

@@ -1,0 +1,172 @@
+"""The soak's figures: fits of the samples, the verdict against the goals, the table, the plot.
+
+Used by ``bench/soak.py``; a sample is a plain dict (see ``soak.sample``) so that the JSON holds
+exactly what was measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+RSS_SLOPE_MIB = 1.0  # per 10 minutes: "within noise"
+P50_RISE = 0.10  # of the median p50, over the samples after the warm-up
+P50_RISE_MS = 1.0  # a rise below this is noise whatever the median
+Sample = dict[str, Any]
+
+
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """The least-squares slope of ``ys`` over ``xs``; None with fewer than 2 distinct xs."""
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    num = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    return num / sum((x - mx) ** 2 for x in xs)
+
+
+def growth(values: list[float]) -> float:
+    """Median of the last quarter minus median of the first quarter (at least one each)."""
+    quarter = max(1, len(values) // 4)
+    return statistics.median(values[-quarter:]) - statistics.median(values[:quarter])
+
+
+def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
+    """Fit the samples after ``warmup_s`` and judge them against the goals: per process the
+    RSS slope (MiB per 10 min), fd and thread growth; the p50 latency's slope and rise."""
+    after = [s for s in samples if s["t_s"] >= warmup_s]
+    fits: dict[str, Any] = {"warmup_s": warmup_s, "samples": len(after), "processes": {}}
+    failures: list[str] = []
+    if len(after) < 3:
+        return {**fits, "failures": [f"only {len(after)} samples after the warm-up (need 3)"]}
+    names = list(after[0]["processes"])
+    for name in names:
+        seen = [(s["t_s"], s["processes"].get(name)) for s in after]
+        alive = [(t, p) for t, p in seen if p is not None]
+        if len(alive) < len(seen):
+            failures.append(f"{name} stopped during the run")
+        if len(alive) < 3:
+            continue
+        ts = [t for t, _ in alive]
+        rss = slope(ts, [p["rss_mib"] for _, p in alive])
+        fit: dict[str, Any] = {
+            "rss_mib_per_10min": None if rss is None else rss * 600,
+            "rss_mib_first_last": [alive[0][1]["rss_mib"], alive[-1][1]["rss_mib"]],
+            "fds_growth": growth([p["fds"] for _, p in alive]),
+            "threads_growth": growth([p["threads"] for _, p in alive]),
+        }
+        fits["processes"][name] = fit
+        if fit["rss_mib_per_10min"] is not None and fit["rss_mib_per_10min"] > RSS_SLOPE_MIB:
+            failures.append(
+                f"{name} RSS grows {fit['rss_mib_per_10min']:+.2f} MiB per 10 min "
+                f"(goal <= {RSS_SLOPE_MIB})"
+            )
+        for what in ("fds", "threads"):
+            if fit[f"{what}_growth"] > 0:
+                failures.append(f"{name} {what} grew by {fit[f'{what}_growth']:+g} (goal: 0)")
+    timed = [(s["t_s"], s["p50_ms"]) for s in after if s["p50_ms"] is not None]
+    if len(timed) >= 3:
+        per_s = slope([t for t, _ in timed], [p for _, p in timed]) or 0.0
+        median = statistics.median(p for _, p in timed)
+        rise = per_s * (timed[-1][0] - timed[0][0])
+        allowed = max(P50_RISE * median, P50_RISE_MS)
+        fits["p50"] = {
+            "median_ms": median,
+            "ms_per_10min": per_s * 600,
+            "rise_ms": rise,
+            "allowed_ms": allowed,
+        }
+        if rise > allowed:
+            failures.append(f"p50 latency rose {rise:+.2f} ms (goal: at most {allowed:.2f})")
+    else:
+        failures.append(f"only {len(timed)} windows with timed steps after the warm-up")
+    db = slope([s["t_s"] for s in after], [s["db_mib"] + s["wal_mib"] for s in after])
+    fits["db_mib_per_10min"] = (db or 0.0) * 600
+    return {**fits, "failures": failures}
+
+
+HEAD = f"{'min':>5} {'tick':>7}"
+
+
+def header(names: list[str]) -> str:
+    cells = "".join(f" {n[:15]:>15}" for n in names)
+    return (
+        f"{HEAD}{cells} {'db+wal':>8} {'steps':>5} {'p50':>7} {'p95':>7}\n"
+        f"{'':>13}" + "".join(f" {'MiB fds thr':>15}" for _ in names) + f" {'MiB':>8}"
+        f" {'':>5} {'ms':>7} {'ms':>7}"
+    )
+
+
+def row(s: Sample) -> str:
+    cells = "".join(
+        f" {p['rss_mib']:7.1f} {p['fds']:3d} {p['threads']:3d}" if p else f" {'gone':>15}"
+        for p in s["processes"].values()
+    )
+    tick = "-" if s["tick"] is None else str(s["tick"])
+    p50, p95 = (f"{s[k]:7.1f}" if s[k] is not None else f"{'-':>7}" for k in ("p50_ms", "p95_ms"))
+    return (
+        f"{s['t_s'] / 60:5.1f} {tick:>7}{cells} {s['db_mib'] + s['wal_mib']:8.1f}"
+        f" {s['steps']:5d} {p50} {p95}"
+    )
+
+
+def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
+    lines = [
+        f"after the warm-up ({fits['warmup_s'] / 60:.1f} min, {fits['samples']} samples):",
+        f"  {'process':<10} {'RSS MiB/10min':>14} {'RSS first→last':>17} {'fds Δ':>6} {'thr Δ':>6}",
+    ]
+    for name, f in fits["processes"].items():
+        rss = "-" if f["rss_mib_per_10min"] is None else f"{f['rss_mib_per_10min']:+.2f}"
+        first, last = f["rss_mib_first_last"]
+        lines.append(
+            f"  {name:<10} {rss:>14} {f'{first:.1f}→{last:.1f}':>17} "
+            f"{f['fds_growth']:>+6g} {f['threads_growth']:>+6g}"
+        )
+    if "p50" in fits:
+        p = fits["p50"]
+        lines.append(
+            f"  step p50 {p['median_ms']:.1f} ms (median), {p['ms_per_10min']:+.2f} ms per 10 min, "
+            f"{p['rise_ms']:+.2f} ms over the span (allowed {p['allowed_ms']:.2f})"
+        )
+    if "db_mib_per_10min" in fits:
+        lines.append(f"  database (file + WAL) {fits['db_mib_per_10min']:+.2f} MiB per 10 min")
+    lines.append(f"  left running after the stop: {', '.join(leftover) or 'nothing'}")
+    failures = fits["failures"] + [f"left running: {x}" for x in leftover]
+    lines.append("verdict: " + ("PASS, every goal met" if not failures else "FAIL"))
+    lines += [f"  - {f}" for f in failures]
+    return lines
+
+
+def plot(samples: list[Sample], warmup_s: float, path: Path) -> None:
+    """RSS, fds and threads per process, database size and step latency over the run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = [s["t_s"] / 60 for s in samples]
+    names = list(samples[0]["processes"]) if samples else []
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    panels = (("rss_mib", "RSS (MiB)"), ("fds", "open fds"), ("threads", "threads"))
+    for ax, (key, label) in zip(axes.flat, panels, strict=False):
+        for name in names:
+            ys = [(s["processes"].get(name) or {}).get(key) for s in samples]
+            ax.plot(minutes, [float("nan") if y is None else y for y in ys], label=name)
+        ax.set(ylabel=label)
+    axes[0][0].legend(fontsize=8)
+    ax = axes[1][1]
+    for key, label in (("p50_ms", "step p50"), ("p95_ms", "step p95")):
+        ax.plot(minutes, [float("nan") if s[key] is None else s[key] for s in samples], label=label)
+    ax.set(ylabel="ms (probe)")
+    db = ax.twinx()
+    db.plot(minutes, [s["db_mib"] + s["wal_mib"] for s in samples], "k:", label="db + WAL (MiB)")
+    db.set(ylabel="MiB")
+    ax.legend(loc="upper left", fontsize=8)
+    db.legend(loc="lower right", fontsize=8)
+    for ax in axes.flat:
+        ax.axvline(warmup_s / 60, color="grey", lw=0.8, ls="--")
+    for ax in axes[1]:
+        ax.set(xlabel="minutes")
+    fig.suptitle("bigworld soak: the demo's processes on one server (SQLite)")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)

@@ -1,0 +1,95 @@
+"""The soak's verdict on synthetic samples: flat runs pass, each kind of growth fails.
+
+No processes are started: ``bench/soak_figures.judge`` is a pure function of the samples.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # bench/ is no package
+from soak_figures import judge, summary  # noqa: E402
+
+WARMUP_S = 600.0
+Curve = Callable[[float], float]
+
+
+def run(
+    *,
+    rss: Curve = lambda t: 300.0,
+    fds: Curve = lambda t: 20.0,
+    threads: Curve = lambda t: 8.0,
+    p50: Curve = lambda t: 40.0,
+    minutes: float = 60.0,
+    gone_after_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """A sample every 30 s: the server follows the curves (RSS with ±0.3 MiB of noise), the
+    trainer stays flat; the server is absent from samples after ``gone_after_s``."""
+    noise = random.Random(0)
+    samples = []
+    for k in range(1, int(minutes * 2) + 1):
+        t = 30.0 * k
+        gone = gone_after_s is not None and t > gone_after_s
+        server = {
+            "rss_mib": rss(t) + noise.uniform(-0.3, 0.3),
+            "fds": fds(t),
+            "threads": threads(t),
+        }
+        samples.append(
+            {
+                "t_s": t,
+                "processes": {
+                    "server": None if gone else server,
+                    "trainer": {"rss_mib": 500.0, "fds": 4, "threads": 4},
+                },
+                "db_mib": 1.0 + t / 600,
+                "wal_mib": 0.5,
+                "p50_ms": p50(t),
+            }
+        )
+    return samples
+
+
+def test_a_flat_run_passes_and_growth_in_the_warmup_is_left_out() -> None:
+    fits = judge(run(rss=lambda t: 100.0 + min(t, WARMUP_S) / 3), WARMUP_S)
+    assert fits["failures"] == []
+    assert abs(fits["processes"]["server"]["rss_mib_per_10min"]) < 0.5
+    assert fits["db_mib_per_10min"] == 1.0
+    assert summary(fits, [])[-1] == "verdict: PASS, every goal met"
+
+
+def test_resident_memory_growing_2_mib_per_10_minutes_fails() -> None:
+    fits = judge(run(rss=lambda t: 300.0 + 2.0 * t / 600), WARMUP_S)
+    assert abs(fits["processes"]["server"]["rss_mib_per_10min"] - 2.0) < 0.1
+    assert [f for f in fits["failures"] if f.startswith("server RSS grows")]
+    assert not [f for f in fits["failures"] if "trainer" in f]
+
+
+def test_a_leaked_descriptor_or_thread_every_5_minutes_fails() -> None:
+    fits = judge(run(fds=lambda t: 20 + t // 300, threads=lambda t: 8 + t // 300), WARMUP_S)
+    assert [f for f in fits["failures"] if f.startswith("server fds grew")]
+    assert [f for f in fits["failures"] if f.startswith("server threads grew")]
+
+
+def test_a_p50_latency_that_climbs_fails_and_noise_below_the_bound_passes() -> None:
+    climbing = judge(run(p50=lambda t: 40.0 + 10.0 * t / 3600), WARMUP_S)
+    assert [f for f in climbing["failures"] if f.startswith("p50 latency rose")]
+    wobbling = judge(run(p50=lambda t: 40.0 + (1.0 if int(t) % 60 else -1.0)), WARMUP_S)
+    assert wobbling["failures"] == []
+
+
+def test_too_few_samples_or_a_process_that_stopped_fails() -> None:
+    assert judge(run(minutes=5.0), WARMUP_S)["failures"] == [
+        "only 0 samples after the warm-up (need 3)"
+    ]
+    fits = judge(run(gone_after_s=1800.0), WARMUP_S)
+    assert "server stopped during the run" in fits["failures"]
+    assert summary(fits, ["4242 python (group of server, killed)"])[-3:] == [
+        "verdict: FAIL",
+        "  - server stopped during the run",
+        "  - left running: 4242 python (group of server, killed)",
+    ]
