@@ -17,6 +17,27 @@ from typing import Any, Protocol
 import httpx
 
 DECODING_MODES = ("rank", "generate")  # how a model chooses: score candidates, or write text
+MAX_SENT_IDS = 1024  # the server takes a generated answer's token ids up to this many
+
+
+def sent_ids(token_ids: tuple[int, ...] | None) -> dict[str, list[int]]:
+    """The ``completion_ids`` field of a step or judgment body: the ids a generated answer
+    sampled, where the backend knows them and they are few enough to send."""
+    if token_ids is None or len(token_ids) > MAX_SENT_IDS:
+        return {}
+    return {"completion_ids": list(token_ids)}
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A generated answer: its text, and the token ids sampled where the backend knows them.
+
+    Decoded text does not always encode back to the ids it came from, so the trainer trains
+    ``token_ids`` when the step carries them. An answer that ended on its own keeps its end
+    token (as text and as the last id); one cut at ``max_new_tokens`` has none."""
+
+    text: str
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -34,7 +55,7 @@ class LanguageModel(Protocol):
 
     version: str
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Generated]:
         """``sampling.n`` answers per prompt, prompt by prompt (``len(prompts) * n`` in all)."""
         ...
 
@@ -68,7 +89,7 @@ class TransformersModel:
         load_weights(self.model, path)  # in place: same module, new weights
         self.version = version
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Generated]:
         """All prompts in one batch (left-padded), ``sampling.n`` answers each, prompt by
         prompt; greedy decoding gives one answer, repeated."""
         torch = self._torch
@@ -88,16 +109,16 @@ class TransformersModel:
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
             )
-        new = generated[:, batch.input_ids.shape[1] :]
-        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        # An answer that ended on its own keeps its end token as text, so that the trainer
-        # trains the tokens sampled; one cut at max_new_tokens has none (see train/loss.py).
         eos = self.tokenizer.eos_token_id
-        ended = [bool((row == eos).any()) for row in new]
-        texts = [
-            t + self.tokenizer.eos_token if e else t for t, e in zip(texts, ended, strict=True)
-        ]
-        return [str(t) for t in texts for _ in range(1 if sample else sampling.n)]
+        answers = []
+        for row in generated[:, batch.input_ids.shape[1] :].tolist():
+            # a row runs to the batch's longest answer: what follows its end is padding
+            ids = row[: row.index(eos) + 1] if eos in row else row
+            text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
+            if ids and ids[-1] == eos:
+                text += str(self.tokenizer.eos_token)
+            answers.append(Generated(text, tuple(ids)))
+        return [a for a in answers for _ in range(1 if sample else sampling.n)]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         """Each completion's mean token log-prob, in one forward pass (``candidate_scores``)."""
@@ -123,7 +144,8 @@ class OpenAIServerModel:
         self.http.post("/v1/load_lora_adapter", json={"lora_name": version, "lora_path": str(path)})
         self.model, self.version = version, version
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Generated]:
+        """Text only: the server's token ids are not asked for, so the trainer re-tokenises."""
         body = {
             "model": self.model,
             "prompt": list(prompts),
@@ -135,7 +157,7 @@ class OpenAIServerModel:
         reply = self.http.post("/v1/completions", json=body)
         reply.raise_for_status()
         choices = sorted(reply.json()["choices"], key=lambda c: c["index"])
-        return [c["text"] for c in choices]
+        return [Generated(c["text"]) for c in choices]
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         body: dict[str, Any] = {
@@ -189,7 +211,7 @@ class VllmModel:
         self.llm.collective_rpc(load)
         self.version = version
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Generated]:
         from vllm import SamplingParams
 
         params = SamplingParams(
@@ -199,13 +221,18 @@ class VllmModel:
             seed=sampling.seed,
         )
         outs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        end = self.llm.get_tokenizer().eos_token  # kept on answers that ended on their own
-        return [
-            answer.text
-            + (end if answer.finish_reason == "stop" and answer.stop_reason is None else "")
-            for out in outs
-            for answer in out.outputs
-        ]
+        tokenizer = self.llm.get_tokenizer()
+        answers = []
+        for out in outs:
+            for answer in out.outputs:
+                ids = list(answer.token_ids)
+                # stopped by the end token (not a stop string): it is the answer's last id
+                ended = answer.finish_reason == "stop" and answer.stop_reason is None
+                if ended and (not ids or ids[-1] != tokenizer.eos_token_id):
+                    ids.append(tokenizer.eos_token_id)
+                text = answer.text + (tokenizer.eos_token if ended else "")
+                answers.append(Generated(text, tuple(ids)))
+        return answers
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:
         from vllm import SamplingParams

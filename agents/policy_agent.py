@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from agents.backends import DECODING_MODES, LanguageModel, Sampling, softmax_sample
+from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
 from agents.client import BigWorldClient, EpisodeStart, Record
 from agents.errors import ClientError, ConflictError, UnreachableError
 from agents.prompts import (
@@ -48,6 +48,7 @@ class Decision:
     reason: str = ""
     mode: str | None = None  # rank | generate for a model's choice; None for scripted ones
     temperature: float | None = None  # the temperature it sampled at (0: greedy)
+    completion_ids: tuple[int, ...] | None = None  # generate mode: the ids sampled
 
 
 class Policy(Protocol):
@@ -241,18 +242,19 @@ class ModelPolicy(_Wrapping):
         sampling = Sampling(
             self.sampling.temperature, self.sampling.max_new_tokens, self.sampling.seed + self.calls
         )
-        completion = self.model.generate([prompt], sampling)[0]
-        parsed = parse_choice(completion, len(admissible))
+        answer = self.model.generate([prompt], sampling)[0]
+        parsed = parse_choice(answer.text, len(admissible))
         failed, k = parsed.value is None, parsed.value or 0  # unparsed: the first, flagged
         return Decision(
             k,
             admissible[k],
             prompt,
-            completion,
+            answer.text,
             failed,
             parsed.reason,
             "generate",
             sampling.temperature,
+            answer.token_ids,
         )
 
 
@@ -363,6 +365,7 @@ class PolicyRunner:
                     if decision.mode
                     else {}
                 ),
+                **sent_ids(decision.completion_ids),
             }
             self.stats.parse_failures += decision.parse_failed
             self.stats.versions.add(self.policy.version)

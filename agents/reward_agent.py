@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agents import prompts
-from agents.backends import DECODING_MODES, LanguageModel, Sampling, softmax_sample
+from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, NotFoundError, UnreachableError
 from agents.versions import VersionWatcher
@@ -37,6 +37,7 @@ class Vote:
     # different decodings are told apart; None for a scripted judge.
     mode: str | None = None
     temperature: float | None = None
+    completion_ids: tuple[int, ...] | None = None  # generate mode: the ids sampled
 
 
 class Judge(Protocol):
@@ -94,7 +95,13 @@ class ModelJudge:
         temperature = float(self.sampling.temperature)  # the schema takes a float
         return [
             [
-                Vote(prompts.parse_judgment(a).value or 0, a, "generate", temperature)
+                Vote(
+                    prompts.parse_judgment(a.text).value or 0,
+                    a.text,
+                    "generate",
+                    temperature,
+                    a.token_ids,
+                )
                 for a in answers[i : i + votes]
             ]
             for i in range(0, len(answers), votes)
@@ -151,6 +158,9 @@ class HeuristicJudge:
         return out
 
 
+RATIONALE_CHARS = 2000  # a rationale is stored up to this many characters
+
+
 def _judgment(step: int, vote: int, v: Vote, version: str) -> Record:
     """The judgment posted for vote ``vote`` on ``step``; a model's names its mode and
     temperature (a scripted judge's has neither)."""
@@ -158,11 +168,12 @@ def _judgment(step: int, vote: int, v: Vote, version: str) -> Record:
         "step": step,
         "vote": vote,
         "score": v.score,
-        "rationale": v.rationale[:2000],
+        "rationale": v.rationale[:RATIONALE_CHARS],
         "model_version": version,
     }
     if v.mode is not None:
         body.update(mode=v.mode, temperature=v.temperature)
+    body.update(sent_ids(v.completion_ids))  # what was sampled, even where the text is cut
     return body
 
 

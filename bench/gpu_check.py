@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 from agents_bench import _serve  # noqa: E402
 
-from agents.backends import LanguageModel, VllmModel  # noqa: E402
+from agents.backends import Generated, LanguageModel, VllmModel  # noqa: E402
 from agents.client import BigWorldClient  # noqa: E402
 from agents.models.tiny import MANIFEST, ModelSpec, init_model  # noqa: E402
 from agents.policy_agent import ModelPolicy, PolicyRunner, RunnerConfig  # noqa: E402
@@ -74,13 +74,13 @@ class SharedEngine:
         self.tokens += self._count(prompt, *completions)
         return out
 
-    def generate(self, prompts: list[str], sampling: object) -> list[str]:
+    def generate(self, prompts: list[str], sampling: object) -> list[Generated]:
         with self.lock:
             started = time.perf_counter()
             out = self.engine.generate(prompts, sampling)  # type: ignore[arg-type]
             self.seconds += time.perf_counter() - started
             self.calls += 1
-        self.tokens += self._count(*prompts, *out)
+        self.tokens += self._count(*prompts, *(answer.text for answer in out))
         return out
 
     def reload(self, path: Path, version: str) -> None:

@@ -40,6 +40,7 @@ class Vote:
     model_version: str
     mode: str | None = None  # rank | generate, as the judge recorded it
     temperature: float | None = None
+    completion_ids: tuple[int, ...] | None = None  # a generated answer's ids, when recorded
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class StepText:
     mode: str | None = None  # rank | generate, as the policy recorded it
     temperature: float | None = None  # the temperature it sampled at
     parse_failed: bool = False
+    completion_ids: tuple[int, ...] | None = None  # a generated answer's ids, when recorded
 
     @property
     def choice(self) -> Choice | None:
@@ -99,6 +101,10 @@ class NotReady(Exception):
     """Raised when an ended episode still lacks some of the judgments the trainer waits for."""
 
 
+def _ids(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int(i) for i in value)
+
+
 def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episode | None:
     """The trainer's view of ``GET /v1/episodes/{id}``; None when it cannot be learned from
     (still open, no steps, or steps without the policy's prompt and completion).
@@ -119,6 +125,7 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
             j["model_version"],
             j.get("mode"),
             j.get("temperature"),
+            _ids(j.get("completion_ids")),
         )
         by_step.setdefault(int(j["step"]), {}).setdefault(vote.vote, vote)
     steps = []
@@ -143,6 +150,7 @@ def episode_from_detail(detail: Record, *, votes: int, use_votes: bool) -> Episo
                 mode=s.get("mode"),
                 temperature=s.get("temperature"),
                 parse_failed=bool(s.get("parse_failed")),
+                completion_ids=_ids(s.get("completion_ids")),
             )
         )
     task = detail.get("task") or {}

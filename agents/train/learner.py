@@ -49,6 +49,9 @@ class Sample:
     temperature: float = 1.0  # > 0: a greedy choice has no probability to take a ratio of
     candidates: tuple[str, ...] = ()  # rank mode only
     chosen: int = 0  # 0-based index into ``candidates``
+    # Generate mode: the ids sampled, where the agent recorded them; trained instead of
+    # ``completion``'s text, which need not tokenise back to them.
+    completion_ids: tuple[int, ...] | None = None
 
     @property
     def ranked(self) -> bool:
@@ -126,7 +129,8 @@ class Learner:
 
     # -- log-probs ---------------------------------------------------------------------------
     def encode(self, samples: Sequence[Sample]) -> list[Encoded]:
-        """Generated completions as sampled (their end token, if any, is in their text)."""
+        """Generated completions as sampled: their recorded ids, else their text (whose end
+        token, if any, is in it)."""
         return [
             encode(
                 self.tokenizer,
@@ -134,6 +138,7 @@ class Learner:
                 s.completion,
                 self.config.max_prompt_tokens,
                 add_end=s.ranked,
+                completion_ids=s.completion_ids,
             )
             for s in samples
         ]

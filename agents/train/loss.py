@@ -56,18 +56,24 @@ def encode(
     max_prompt_tokens: int = 2048,
     *,
     add_end: bool = True,
+    completion_ids: Sequence[int] | None = None,
 ) -> Encoded:
     """Prompt ids (cut to their last ``max_prompt_tokens``) + completion ids (+ eos).
 
     ``add_end``: append end-of-sequence, as rank candidates are scored. A *generated*
     completion is encoded with ``add_end=False``: one that ended on its own carries the end
     token as text (the agents' backends keep it) and one cut at ``max_new_tokens`` does not,
-    so the sample is what the model produced, not the text plus an end it never chose."""
+    so the sample is what the model produced, not the text plus an end it never chose.
+    ``completion_ids``: the ids the model sampled, taken as they are (decoded text does not
+    always encode back to them); ids outside the vocabulary (another tokenizer's) fall back
+    to the text."""
     prompt_ids = tokenizer(prompt).input_ids[-max_prompt_tokens:]
-    completion_ids = tokenizer(completion).input_ids
+    if completion_ids is not None and all(0 <= i < len(tokenizer) for i in completion_ids):
+        return Encoded(prompt_ids + list(completion_ids), len(prompt_ids))
+    ids = tokenizer(completion).input_ids
     if add_end:
-        completion_ids = completion_ids + [tokenizer.eos_token_id]
-    return Encoded(prompt_ids + completion_ids, len(prompt_ids))
+        ids = ids + [tokenizer.eos_token_id]
+    return Encoded(prompt_ids + ids, len(prompt_ids))
 
 
 def collate(samples: Sequence[Encoded], pad_id: int, device: str | torch.device = "cpu") -> Batch:

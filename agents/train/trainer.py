@@ -343,7 +343,14 @@ class Trainer:
         # an answer that did not parse chose no action (the fallback did): penalise the text
         if step.parse_failed:
             advantage = self.config.parse_failure_advantage
-        return Sample(step.prompt, step.completion, advantage, version, temperature)
+        return Sample(
+            step.prompt,
+            step.completion,
+            advantage,
+            version,
+            temperature,
+            completion_ids=step.completion_ids,
+        )
 
     def _vote_sample(self, step: StepText, vote: Vote, advantage: float) -> Sample:
         """A reward model's vote as it was sampled: a choice between the verdicts in rank
@@ -352,7 +359,14 @@ class Trainer:
         temperature = 1.0 if vote.temperature is None else vote.temperature
         ranked = vote_choice(vote)
         if ranked is None:
-            return Sample(step.reward_prompt, vote.rationale, advantage, version, temperature)
+            return Sample(
+                step.reward_prompt,
+                vote.rationale,
+                advantage,
+                version,
+                temperature,
+                completion_ids=vote.completion_ids,
+            )
         candidates, chosen = ranked
         return Sample(
             step.reward_prompt,

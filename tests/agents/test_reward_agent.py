@@ -13,7 +13,7 @@ import pytest
 from live import LiveServer
 
 from agents import commands, prompts
-from agents.backends import Sampling, TransformersModel
+from agents.backends import Generated, Sampling, TransformersModel
 from agents.client import AgentCredentials, BigWorldClient, Record
 from agents.policy_agent import PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
@@ -106,7 +106,7 @@ class Counting:
         self.inner, self.version = inner, inner.version
         self.scored: list[Sequence[str]] = []
 
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[str]:
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Generated]:
         raise AssertionError("a rank judge only scores")
 
     def score(self, prompt: str, completions: Sequence[str]) -> list[float]:

@@ -122,6 +122,11 @@ def test_agents_play_judge_survive_a_crash_and_switch_versions(
                     assert s["action"] == offered[0]
                 offered = s["admissible_actions"]
         assert flagged, "the generate-mode tiny model should fail to box an answer"
+        # generated answers and votes carry the ids they sampled; ranked ones need none
+        generated = [s for e in episodes if e["agent_id"] == creds[3].id for s in e["steps"]]
+        assert generated and all(s["completion_ids"] for s in generated)
+        assert all(s["completion_ids"] is None for c in creds[:3] for s in by_agent[c.id])
+        assert all(j["completion_ids"] for e in episodes for j in e["judgments"])
         assert not any(s["parse_failed"] for c in creds[:3] for s in by_agent[c.id])
 
 

@@ -18,7 +18,8 @@ def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> Non
     assert start["admissible_actions"] and start["tick"] == 0
     episode = start["episode_id"]
 
-    decoded = {"mode": "rank", "temperature": 0.5}  # recorded for the trainer, not answered
+    # recorded for the trainer, not answered
+    decoded = {"mode": "generate", "temperature": 0.5, "completion_ids": [3, 4, 2]}
     first = ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "look", **decoded})
     assert first.status_code == 200, first.text
     assert first.json()["step"] == 1 and first.json()["tick"] == 1 and first.json()["done"] is False
@@ -59,6 +60,13 @@ def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> Non
     nxt = _begin(ann)
     assert nxt["episode_id"] != episode and nxt["tick"] == 1
 
+    # Token ids out of range, or more than an answer of the limit's length, are refused.
+    steps = f"/v1/episodes/{nxt['episode_id']}/steps"
+    for ids in ([-1], [2**31], list(range(1025)), ["a"]):
+        bad = ann.post(steps, json={"step": 1, "action": "look", "completion_ids": ids})
+        assert bad.status_code == 422, (ids, bad.text)
+    assert ann.get(f"/v1/episodes/{nxt['episode_id']}").json()["steps"] == []  # nothing ran
+
 
 def test_step_budget_ends_with_outcome_minus_one(tmp_path, database_url: str) -> None:
     proc = ServerProcess(database_url, tmp_path / "data", BIGWORLD_STEP_BUDGET="3").start()
@@ -93,8 +101,20 @@ def test_other_agents_episode_is_forbidden_and_roles_enforced(
         == 200
     )
 
-    verdict = [{"step": 1, "score": 1, "rationale": "looked", "model_version": "r0"}]
+    verdict = [
+        {
+            "step": 1,
+            "score": 1,
+            "rationale": "looked",
+            "model_version": "r0",
+            "mode": "generate",
+            "temperature": 1.0,
+            "completion_ids": [11, 12],
+        }
+    ]
     assert ann.post(f"/v1/episodes/{episode}/judgments", json=verdict).status_code == 403
+    assert judge.post(f"/v1/episodes/{episode}/judgments", json=verdict).status_code == 409
+    assert ann.post(f"/v1/episodes/{episode}/abandon").status_code == 200  # ended: judged
     made = judge.post(f"/v1/episodes/{episode}/judgments", json=verdict)
     assert made.status_code == 201 and made.json()["accepted"] == 1
     assert (
@@ -105,6 +125,7 @@ def test_other_agents_episode_is_forbidden_and_roles_enforced(
     )
     detail = watcher.get(f"/v1/episodes/{episode}").json()
     assert [(j["step"], j["score"]) for j in detail["judgments"]] == [(1, 1)]
+    assert detail["judgments"][0]["completion_ids"] == [11, 12]
 
 
 def test_lists_page_with_cursors_and_filters(server: ServerProcess, admin: Api) -> None:

@@ -444,6 +444,25 @@ def test_samples_are_what_sampled_at_its_temperature_and_greedy_steps_are_not_tr
     assert metrics is not None and metrics["untrainable_samples"] == 2  # the greedy steps
 
 
+def test_a_generated_step_is_trained_on_the_token_ids_it_recorded(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    server = FakeServer()
+    t = trainer(server, models, tmp_path / "run", mode="outcome_only")
+    ids = [7, 8, 9]
+    decoding = {"mode": "generate", "temperature": 0.7, "completion_ids": ids}
+    episode = server.add_episode("a", 1, version="init", decoding=decoding)
+    server.add_episode("a", -1, version="init", decoding={"mode": "generate", "temperature": 0.7})
+    t.collect()
+    recorded, plain = (t.waiting[e].steps[0] for e in sorted(t.waiting))
+    assert recorded.completion_ids == tuple(ids) and plain.completion_ids is None
+    sample = t._policy_sample(recorded, 1.0)
+    assert sample is not None and sample.completion_ids == tuple(ids)
+    encoded = t.learners["policy"].encode([sample])[0]
+    assert encoded.ids[encoded.start :] == ids  # not the completion's text re-encoded
+    assert episode == sorted(t.waiting)[0]
+
+
 def test_a_trainer_on_an_empty_world_waits_with_a_progress_line(
     models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
