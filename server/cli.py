@@ -39,6 +39,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "episode_idle_timeout_s",
             "heartbeat_s",
             "rate_limit_per_s",
+            "rate_limit_burst",
             "record_distance",
             "forge_enabled",
             "forge_interval_s",
@@ -104,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="rate_limit_per_s",
         type=float,
         help="requests/s per token (env BIGWORLD_RATE_LIMIT; default 5000)",
+    )
+    serve.add_argument(
+        "--rate-burst",
+        dest="rate_limit_burst",
+        type=int,
+        help="requests a token may send at once (env BIGWORLD_RATE_LIMIT_BURST; default: one "
+        "second's worth of --rate-limit)",
     )
     serve.add_argument(
         "--record-distance",

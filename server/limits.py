@@ -8,6 +8,7 @@ and a body without one (chunked) is counted as it arrives and cut off at the cap
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from typing import Any
@@ -92,11 +93,13 @@ class BodySizeLimit:
 
 
 class RateLimiter:
-    """Token buckets keyed by credential: ``rate`` requests per second, ``burst`` at once."""
+    """Token buckets keyed by credential: ``rate`` requests per second, ``burst`` at once. The
+    burst defaults to one second's worth of the rate (at least 1), so a low rate limits from
+    the first second instead of after a fixed allowance."""
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int | None = None) -> None:
         self.rate = rate
-        self.burst = float(burst)
+        self.burst = float(burst if burst is not None else max(1, math.ceil(rate)))
         self._buckets: dict[
             str, tuple[float, float]
         ] = {}  # key -> (tokens, last refill, monotonic s)

@@ -38,7 +38,9 @@ class Settings(BaseSettings):
             "rate_limit_per_s", "bigworld_rate_limit", "bigworld_rate_limit_per_s"
         ),
     )
-    rate_limit_burst: int = Field(10_000, ge=1)  # requests a token may send at once
+    # requests a token may send at once (flag --rate-burst); default: one second's worth of
+    # rate_limit_per_s, at least 1
+    rate_limit_burst: int | None = Field(None, ge=1)
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     # store the oracle's plan length with each step (a plan per step: off by default)
     record_distance: bool = False

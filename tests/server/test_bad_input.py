@@ -3,6 +3,7 @@ state hash and every table's row count are the same before and after each one.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -266,6 +267,21 @@ def test_rate_limit_per_token(tmp_path: Path) -> None:
             and int(limited.headers["Retry-After"]) >= 1
         )
         assert Api(proc.url).agent("other", "observer").get("/v1/world").status_code == 200
+    finally:
+        proc.stop()
+
+
+def test_a_low_rate_limits_from_the_first_second(tmp_path: Path) -> None:
+    """``--rate-limit 5`` with no burst set limited nothing: the burst was fixed at 10,000."""
+    proc = ServerProcess(
+        f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", BIGWORLD_RATE_LIMIT_PER_S="5"
+    ).start()
+    try:
+        watcher = Api(proc.url).agent("watch", "observer")
+        started = time.monotonic()
+        statuses = [watcher.get("/v1/world").status_code for _ in range(12)]
+        refilled = int((time.monotonic() - started) * 5) + 1
+        assert statuses.count(200) <= 5 + refilled and 429 in statuses, statuses
     finally:
         proc.stop()
 
