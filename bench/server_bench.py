@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import socket
 import sqlite3
@@ -37,7 +38,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-ADMIN = "bench-admin"
+ADMIN = secrets.token_urlsafe(32)  # the server refuses admin tokens under 128 bits
 CLIENTS = 16
 SQLITE_SYNCHRONOUS = ["FULL"]  # the server's default; --sqlite-synchronous NORMAL to compare
 PG_ADMIN = os.environ.get("BIGWORLD_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -280,8 +281,6 @@ def serve(url: str, data: Path, port: int) -> Any:
         str(data),
         "--database-url",
         url,
-        "--admin-token",
-        ADMIN,
         "--log-level",
         "warning",
         "--step-budget",
@@ -289,7 +288,8 @@ def serve(url: str, data: Path, port: int) -> Any:
         "--rate-limit",
         "1000000",
     ]
-    return process(cmd, port, env={"BIGWORLD_SQLITE_SYNCHRONOUS": SQLITE_SYNCHRONOUS[0]})
+    env = {"BIGWORLD_SQLITE_SYNCHRONOUS": SQLITE_SYNCHRONOUS[0], "BIGWORLD_ADMIN_TOKEN": ADMIN}
+    return process(cmd, port, env=env)
 
 
 @contextmanager

@@ -1,7 +1,10 @@
-"""Registering agents: a credential per agent and, for policy agents, an avatar in the world.
+"""Registering agents: a credential per agent and, for policy agents, an avatar in the world;
+and revoking an agent's credential.
 
-Shared by ``POST /v1/agents`` and ``bigworld agent create``. The avatar joins in the same
-transaction as the agent row, so an agent never exists without its avatar or vice versa.
+Registering is shared by ``POST /v1/agents`` and ``bigworld agent create``. The avatar joins in
+the same transaction as the agent row, so an agent never exists without its avatar or vice
+versa. Revoking (``DELETE /v1/agents/{id}``) keeps the row, its name and everything it did; its
+token is refused by every process within ``auth_cache_s`` (``server.auth.authenticate``).
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from server.auth import hash_token, new_token
-from server.errors import Conflict
+from server.auth import ADMIN_NAME, hash_token, new_token
+from server.errors import Conflict, NotFound
 from world.rules import Rules
 from world.state import World
 from world.store import SqlBackend, records
@@ -44,3 +47,21 @@ def register_agent(
         now=time.time(),
     )
     return agent, token
+
+
+def revoke_agent(session: Session, agent_id: int, now: float) -> AgentRow:
+    """Mark agent ``agent_id``'s token revoked (the caller commits); revoking twice keeps the
+    first time. The bootstrap admin is not revoked: its token rotates when a server starts
+    with a new one, which a revoked admin could never be given back."""
+    agent = session.get(AgentRow, agent_id)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id}")
+    if agent.name == ADMIN_NAME:
+        raise Conflict(
+            f"expected another agent than {ADMIN_NAME!r}: its token is rotated by starting a "
+            "server with a new BIGWORLD_ADMIN_TOKEN (or --admin-token-file), not revoked",
+            code="admin_agent",
+        )
+    if agent.revoked_at is None:
+        agent.revoked_at = now
+    return agent

@@ -5,13 +5,23 @@ reads the database like the server does) run here; every other command (``histor
 ``agents`` or torch.
 
 Every ``serve`` flag is also an environment variable ``BIGWORLD_<FLAG>``; a flag given on the
-command line wins over the environment, which wins over the default.
+command line wins over the environment, which wins over the default. The admin token is the one
+exception: it is never a flag (a command line is visible to every user in ``ps``), only
+``BIGWORLD_ADMIN_TOKEN`` or a file named by ``--admin-token-file``.
+
+The data folder is created readable by its owner only (0700), and so is a SQLite database file
+(0600; SQLite gives its ``-wal`` and ``-shm`` files the database file's mode). No log line
+carries a token: the access log writes a ``token=`` query parameter as ``token=[redacted]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
+import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,7 +44,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "data_dir",
             "database_url",
             "seed",
-            "admin_token",
+            "admin_token_file",
             "step_budget",
             "episode_idle_timeout_s",
             "heartbeat_s",
@@ -83,8 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (env BIGWORLD_PORT; default 8000)")
     _db_options(serve)
     serve.add_argument(
-        "--admin-token", dest="admin_token", help="admin token (env BIGWORLD_ADMIN_TOKEN)"
+        "--admin-token-file",
+        dest="admin_token_file",
+        type=Path,
+        help="file whose first line is the admin token, at least 128 bits (env "
+        "BIGWORLD_ADMIN_TOKEN_FILE; or the token itself in env BIGWORLD_ADMIN_TOKEN; default: "
+        "generated once into DATA_DIR/admin_token)",
     )
+    # Refused with a message saying where the token goes instead (a flag is seen in ps).
+    serve.add_argument("--admin-token", dest="admin_token_flag", help=argparse.SUPPRESS)
     serve.add_argument(
         "--step-budget", dest="step_budget", type=int, help="steps per episode (default 50)"
     )
@@ -233,15 +250,74 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+class RedactTokens(logging.Filter):
+    """Writes a ``token=`` query parameter (``?token=…``, ``&access_token=…``) of a log line as
+    ``token=[redacted]``: uvicorn's access log prints every request's path and query."""
+
+    PATTERN = re.compile(r"(?i)((?:^|[?&;])[a-z_]*token=)[^&;#\s]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                self.PATTERN.sub(r"\1[redacted]", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+def prepare_data_dir(settings: Settings) -> None:
+    """Create the data folder (0700) and a SQLite database file (0600) readable by their owner
+    only. An existing folder keeps its mode (it may be shared: a warning says so); an existing
+    database file of this user's is narrowed to 0600, with its -wal and -shm files."""
+    from sqlalchemy.engine import make_url
+
+    data = settings.data_dir
+    if not data.exists():
+        data.mkdir(mode=0o700, parents=True)
+        os.chmod(data, 0o700)  # mkdir's mode is filtered by the umask
+    elif stat.S_IMODE(data.stat().st_mode) & 0o077:
+        logging.getLogger("bigworld.server").warning(
+            "the data folder %s is open to other users (mode %o); expected 0700",
+            data,
+            stat.S_IMODE(data.stat().st_mode),
+        )
+    url = make_url(settings.resolved_database_url())
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    database = Path(url.database)
+    if not database.exists() and database.parent.is_dir():
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
+        if path.exists() and path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o600)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from server.auth import AdminTokenError, configured_admin_token
 
+    if args.admin_token_flag is not None:
+        print(
+            "bigworld: expected the admin token in BIGWORLD_ADMIN_TOKEN or a file named by "
+            "--admin-token-file, got --admin-token (a command line is visible to every user "
+            "in ps)",
+            file=sys.stderr,
+        )
+        return 2
     settings = _settings(args)
-    uvicorn.run(
+    try:
+        configured_admin_token(settings)
+    except AdminTokenError as exc:
+        print(f"bigworld: {exc}", file=sys.stderr)
+        return 2
+    prepare_data_dir(settings)
+    config = uvicorn.Config(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
     )
+    logging.getLogger("uvicorn.access").addFilter(RedactTokens())  # after Config set logging up
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -250,7 +326,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     from world.store import make_engine
 
     settings = _settings(args)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    prepare_data_dir(settings)
     engine = make_engine(settings.resolved_database_url())
     try:
         with startup_lock(engine):  # a server may be starting on the same database
@@ -267,7 +343,9 @@ def _create_agent(args: argparse.Namespace) -> int:
     from server.errors import ApiError
     from server.runtime import Runtime
 
-    runtime = Runtime.build(_settings(args))
+    settings = _settings(args)
+    prepare_data_dir(settings)
+    runtime = Runtime.build(settings)
     try:
         prepare_database(runtime)
         with runtime.world_transaction() as (session, meta):

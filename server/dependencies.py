@@ -31,10 +31,13 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 
 def get_caller(
+    request: Request,
     runtime: RuntimeDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Caller:
-    return authenticate(runtime, authorization)
+    # The peer's address as uvicorn sees it: behind a proxy, every client shares the proxy's.
+    address = request.client.host if request.client is not None else "unknown"
+    return authenticate(runtime, authorization, address)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,5 +1,6 @@
 """What one server process holds between requests: settings, the database engine, the write
-gate, the rate limiter and the metrics. Built once by ``create_app`` and kept on ``app.state``."""
+gate, the rate limiter, the credential cache and throttle, and the metrics. Built once by
+``create_app`` and kept on ``app.state``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.credentials import CallerCache, FailureThrottle
 from server.limits import RateLimiter
 from server.metrics import Metrics
 from server.settings import Settings
@@ -38,9 +40,8 @@ class Runtime:
     rules: Rules
     limiter: RateLimiter
     metrics: Metrics = field(default_factory=Metrics)
-    callers: dict[str, Caller] = field(
-        default_factory=dict
-    )  # token hash -> caller (positive cache)
+    callers: CallerCache = field(default_factory=lambda: CallerCache(0.0))
+    auth_failures: FailureThrottle = field(default_factory=lambda: FailureThrottle(0))
     # World transactions are serialised by the database (the world lock); queueing this
     # process's writers on a lock first keeps that lock almost never contended: SQLite's busy
     # handler sleeps in coarse steps, and on PostgreSQL waiters would each hold a connection.
@@ -60,6 +61,8 @@ class Runtime:
             sessions=session_factory(engine),
             rules=default_rules(),
             limiter=RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst),
+            callers=CallerCache(settings.auth_cache_s),
+            auth_failures=FailureThrottle(settings.auth_failures_per_min),
         )
 
     @contextmanager

@@ -112,6 +112,14 @@ class AgentCreated(BaseModel):
     token: str = Field(description="shown only this once; stored hashed")
 
 
+class AgentRevoked(BaseModel):
+    id: int
+    name: str
+    role: Role
+    avatar_id: str | None
+    revoked_at: float = Field(description="unix seconds; the token is refused from then on")
+
+
 # -- world ---------------------------------------------------------------------------------
 class WorldInfo(BaseModel):
     seed: int

@@ -21,7 +21,20 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./bigworld-data")
     database_url: str | None = None  # default: SQLite file world.db inside data_dir (WAL)
     seed: int = 0  # used only when the database holds no world yet
-    admin_token: SecretStr | None = None  # default: generated once into data_dir/admin_token
+    # The admin token, from the environment (never a flag: a command line is visible in ps) or
+    # a file holding it; at least 128 bits (auth.token_bits). Neither: generated once into
+    # data_dir/admin_token. A new one at start rotates it (the old stops within auth_cache_s).
+    admin_token: SecretStr | None = None
+    admin_token_file: Path | None = None
+    # seconds a process trusts a token it has checked before asking the database again: the
+    # bound on how long a revoked or rotated token keeps working on any process; 0 = every request
+    auth_cache_s: float = Field(2.0, ge=0, le=10)
+    # failed authentications (a token given but not valid) per client address and minute; at
+    # that many, the address gets 429 on every authenticated request until the oldest is a
+    # minute old; 0 = no limit
+    auth_failures_per_min: int = Field(30, ge=0)
+    # m: judgments a step takes (vote slots 0..m-1), so one reward agent fills at most m
+    votes_per_step: int = Field(3, ge=1, le=64)
     step_budget: int = Field(50, ge=1, le=100_000)  # steps per episode before outcome -1
     episode_idle_timeout_s: float = Field(900.0, gt=0)  # open episodes idle longer are abandoned
     # seconds per heartbeat tick; 0 turns it off (flag --heartbeat, so env BIGWORLD_HEARTBEAT)

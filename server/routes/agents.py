@@ -1,15 +1,19 @@
-"""POST /v1/agents: the admin registers an agent (a policy agent gets its avatar too)."""
+"""Agents: the admin registers one (a policy agent gets its avatar too) or revokes its token."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+import time
+from typing import Annotated
 
-from server.accounts import register_agent
+from fastapi import APIRouter, Path, status
+
+from server.accounts import register_agent, revoke_agent
 from server.dependencies import AdminDep, RuntimeDep
 from server.routes.common import ERRORS
-from server.schemas import AgentCreate, AgentCreated
+from server.schemas import AgentCreate, AgentCreated, AgentRevoked
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
+AgentId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 @router.post("", response_model=AgentCreated, status_code=status.HTTP_201_CREATED)
@@ -20,3 +24,22 @@ def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> Ag
     return AgentCreated(
         id=agent.id, name=agent.name, role=body.role, avatar_id=agent.avatar_id, token=token
     )
+
+
+@router.delete("/{agent_id}", response_model=AgentRevoked)
+def revoke(agent_id: AgentId, runtime: RuntimeDep, _admin: AdminDep) -> AgentRevoked:
+    """Revoke the agent's token: this process refuses it at once, every other within
+    ``auth_cache_s``. The agent's row, name, avatar and history stay; a repeat is a no-op."""
+    with runtime.world_transaction() as (session, _meta):
+        agent = revoke_agent(session, agent_id, time.time())
+        assert agent.revoked_at is not None
+        out = AgentRevoked(
+            id=agent.id,
+            name=agent.name,
+            role=agent.role,
+            avatar_id=agent.avatar_id,
+            revoked_at=agent.revoked_at,
+        )
+        session.commit()
+    runtime.callers.forget_agent(agent_id)
+    return out

@@ -20,7 +20,8 @@ from world.store import SqlBackend, make_engine, session_factory
 from world.store.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
-ADMIN_TOKEN = "test-admin-token"
+# Public, so only for tests; strong enough for the server's 128-bit floor (auth.token_bits).
+ADMIN_TOKEN = "bw_test_RamoG_EU7dWcbVM_RP196RRkQpTpVULc8beB39Z7WnY"
 
 
 def free_port() -> int:
@@ -39,9 +40,11 @@ class ServerProcess:
         port: int | None = None,
         *,
         admin_token: str | None = ADMIN_TOKEN,
+        log_level: str = "warning",
         **env: str,
     ) -> None:
         self.admin_token = admin_token
+        self.log_level = log_level
         self.database_url = database_url
         self.data_dir = data_dir
         self.port = port or free_port()
@@ -58,7 +61,9 @@ class ServerProcess:
         # The forge's background cycle (storms, drift) would change the world under tests that
         # compare states; a test that wants it passes BIGWORLD_FORGE_INTERVAL_S itself.
         quiet = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}
-        env = {**inherited, "PYTHONPATH": str(REPO), **quiet, **self.env}
+        # The admin token travels in the environment: a command line is visible in ps.
+        token = {"BIGWORLD_ADMIN_TOKEN": self.admin_token} if self.admin_token is not None else {}
+        env = {**inherited, "PYTHONPATH": str(REPO), **quiet, **token, **self.env}
         cmd = [
             sys.executable,
             "-m",
@@ -71,10 +76,8 @@ class ServerProcess:
             "--database-url",
             self.database_url,
             "--log-level",
-            "warning",
+            self.log_level,
         ]
-        if self.admin_token is not None:
-            cmd += ["--admin-token", self.admin_token]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(

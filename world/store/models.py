@@ -159,6 +159,8 @@ class AgentRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     avatar_id: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float)  # unix seconds (server clock, not world)
+    # unix seconds when an admin revoked the token (DELETE /v1/agents/{id}); null while valid
+    revoked_at: Mapped[float | None] = mapped_column(Float)
 
 
 class TaskRow(Base):
