@@ -18,7 +18,7 @@ from server.dependencies import (
     SessionDep,
     TrainerDep,
 )
-from server.errors import NotFound, Unprocessable
+from server.errors import Conflict, NotFound, Unprocessable
 from server.routes.common import ERRORS, IdCursor, IdPath, IdQuery, Limit, Tick
 from server.schemas import (
     EpisodeBegin,
@@ -144,13 +144,29 @@ def judge_steps(
     runtime: RuntimeDep,
     caller: RewardDep,
 ) -> JudgmentsAccepted:
-    """Store judgments; a (step, vote) slot already filled is skipped, so a resent batch (or
-    a second reward agent on the same episode) stores nothing twice."""
+    """Store judgments of an ended episode; a (step, vote) slot already filled is skipped, so a
+    resent batch (or a second reward agent on the same episode) stores nothing twice. A step
+    has ``votes_per_step`` (m) slots, so no reward agent fills more than m of a step's votes."""
+    m = runtime.settings.votes_per_step
+    beyond = sorted({j.vote for j in judgments if j.vote >= m})
+    if beyond:
+        raise Unprocessable(
+            f"expected votes 0..{m - 1} (this server takes {m} votes per step), got {beyond}",
+            code="vote_out_of_range",
+            details={"votes_per_step": m, "votes": beyond},
+        )
     now = time.time()
     with runtime.world_transaction() as (session, _meta):
         episode = records.get_episode(session=session, episode_id=episode_id)
         if episode is None:
             raise NotFound(f"no episode {episode_id}")
+        if episode.status == "open":
+            # Judges see whole trajectories: the trainer learns only from ended episodes.
+            raise Conflict(
+                f"expected an ended episode, got episode {episode_id} still open",
+                code="episode_open",
+                details={"episode_id": episode_id},
+            )
         unknown = sorted({j.step for j in judgments if j.step > episode.last_step})
         if unknown:
             raise Unprocessable(

@@ -81,6 +81,42 @@ def test_judgment_votes_fill_each_slot_once(server: ServerProcess) -> None:
     assert bad.status_code == 422
 
 
+def test_a_reward_agent_fills_at_most_m_votes_of_an_ended_step(server: ServerProcess) -> None:
+    """The server takes m = votes_per_step (3) votes per step: one agent's 64 votes for a step
+    are refused whole, and an open episode is not judged; neither changes anything."""
+    ann = Api(server.url).agent("ann")
+    greedy, honest = (
+        Api(server.url).agent("greedy", "reward"),
+        Api(server.url).agent("rex", "reward"),
+    )
+    episode = _begin(ann)["episode_id"]
+    _step(ann, episode, 1, "look")
+    vote = {"step": 1, "score": 1, "rationale": "r", "model_version": "h"}
+    before = db_state(server.database_url)
+    early = honest.post(f"/v1/episodes/{episode}/judgments", json=[{**vote, "vote": 0}])
+    assert early.status_code == 409 and early.json()["error"]["code"] == "episode_open"
+    assert early.json()["error"]["details"] == {"episode_id": episode}
+    assert db_state(server.database_url) == before
+    assert ann.post(f"/v1/episodes/{episode}/abandon").status_code == 200
+    before = db_state(server.database_url)
+
+    flood = greedy.post(
+        f"/v1/episodes/{episode}/judgments", json=[{**vote, "vote": j} for j in range(64)]
+    )
+    assert flood.status_code == 422, flood.text
+    error = flood.json()["error"]
+    assert error["code"] == "vote_out_of_range" and "expected votes 0..2" in error["message"]
+    assert error["details"] == {"votes_per_step": 3, "votes": list(range(3, 64))}
+    assert db_state(server.database_url) == before
+
+    mine = greedy.post(
+        f"/v1/episodes/{episode}/judgments", json=[{**vote, "vote": j} for j in range(3)]
+    )
+    assert mine.status_code == 201 and mine.json()["accepted"] == 3
+    stored = honest.get(f"/v1/episodes/{episode}").json()["judgments"]
+    assert sorted(j["vote"] for j in stored) == [0, 1, 2]
+
+
 def test_open_episodes_never_need_votes(server: ServerProcess) -> None:
     ann = Api(server.url).agent("ann")
     start = _begin(ann)
