@@ -1,7 +1,8 @@
 """The dashboard page at ``/`` and its script and style sheet under ``/static/``.
 
-The files are static and need no token: the page asks for one (``?token=`` or a form) and
-calls the API with it from the browser. No build step and nothing fetched from elsewhere."""
+The files are static and need no token: the page asks for one (``/#token=…``, a fragment the
+browser never sends, or a form) and calls the API with it from the browser. No build step and
+nothing fetched from elsewhere."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 // The bigworld dashboard: plain JS, no build step, nothing loaded from elsewhere.
-// It reads the token from ?token= (then drops it from the address bar) or a form, keeps it in
-// sessionStorage, and polls the API every few seconds. Each section shows "unavailable" with
+// It reads the token from the fragment #token= (a fragment never leaves the browser, so no
+// server or proxy logs it; the page then drops it from the address bar) or a form, keeps it in
+// sessionStorage, and polls the API every few seconds. A ?token= query is not used: it has
+// already been sent to the server by the time the page reads it. Each section shows "unavailable" with
 // the status when its route is missing or failing; the others carry on.
 "use strict";
 
@@ -436,13 +438,27 @@ function start(token) {
   refresh();
 }
 
-function main() {
+// The token in the fragment (#token=…), or null; either way the address bar keeps neither a
+// fragment token nor a query one (out of history and bookmarks).
+function tokenFromAddress() {
   const url = new URL(window.location.href);
-  const fromUrl = url.searchParams.get("token");
-  if (fromUrl !== null) {
-    url.searchParams.delete("token"); // keep it out of history and bookmarks
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  const fragment = new URLSearchParams(url.hash.replace(/^#/, ""));
+  const token = fragment.get("token");
+  const inQuery = url.searchParams.has("token");
+  if (token === null && !inQuery) return null;
+  fragment.delete("token");
+  url.searchParams.delete("token");
+  const rest = fragment.toString();
+  history.replaceState(null, "", url.pathname + url.search + (rest ? `#${rest}` : ""));
+  if (inQuery && token === null) {
+    showAuthError("A token in the address's query (?token=) is sent to the server and can " +
+      "reach its logs, so it was not used. Open /#token=… instead, or enter the token here.");
   }
+  return token;
+}
+
+function main() {
+  const fromUrl = tokenFromAddress();
   $("show-state").addEventListener("change", (ev) => {
     $("event-list").classList.toggle("hide-state", !ev.target.checked);
   });
@@ -459,7 +475,7 @@ function main() {
   const token = (fromUrl || "").trim() || sessionStorage.getItem(TOKEN_KEY);
   if (token) {
     start(token);
-  } else {
+  } else if ($("auth-error").hidden) {
     $("sections").hidden = true;
     $("token-form").hidden = false;
     $("status").textContent = "not connected";

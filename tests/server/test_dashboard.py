@@ -191,8 +191,11 @@ class Dom(HTMLParser):
 @pytest.fixture
 def lively(tmp_path: Path) -> Iterator[ServerProcess]:
     """A server whose world has history: two policies walked, some episodes ended."""
-    proc = ServerProcess(
-        f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", BIGWORLD_STEP_BUDGET="12"
+    proc = ServerProcess(  # log level info: the access log is on, as by default
+        f"sqlite:///{tmp_path / 'world.db'}",
+        tmp_path / "data",
+        log_level="info",
+        BIGWORLD_STEP_BUDGET="12",
     ).start()
     try:
         admin = Api(proc.url, ADMIN_TOKEN)
@@ -222,7 +225,7 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     assert Api(lively.url).get("/static/missing.js").status_code == 404
     assert Api(lively.url).get("/static/..%2Fapp.py").status_code in (404, 422)
 
-    dom = Dom(browse(chromium, f"{lively.url}/?token={token}", tmp_path / "profile"))
+    dom = Dom(browse(chromium, f"{lively.url}/#token={token}", tmp_path / "profile"))
     (body,) = [a for tag, a, _ in dom.elements if tag == "body"]
     assert body.get("data-loaded") == "true", "the page never finished a refresh"
     assert dom.text("auth-error") == ""
@@ -277,11 +280,23 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
         assert dom.find(id=section)[0][0]["data-state"] == "ok", section
         assert dom.text(f"{section}-state") == "", section
 
-    refused = Dom(browse(chromium, f"{lively.url}/?token=bw_not-a-token", tmp_path / "refused"))
+    refused = Dom(browse(chromium, f"{lively.url}/#token=bw_not-a-token", tmp_path / "refused"))
     message = refused.text("auth-error")
     assert "The token was refused (401)" in message and "not valid" in message
     assert refused.find(id="sections")[0][0].get("hidden") is not None
     assert refused.find(class_="event") == [] and refused.find(class_="episode") == []
+
+    # A token in the query has reached the server already: the page does not use it, and the
+    # access log writes it redacted.
+    queried = Dom(browse(chromium, f"{lively.url}/?token={token}", tmp_path / "queried"))
+    assert "it was not used" in queried.text("auth-error") and "/#token=" in queried.text(
+        "auth-error"
+    )
+    assert queried.find(class_="event") == []
+    log = lively.log.read_text()
+    assert '"GET / HTTP/1.1" 200' in log and "/v1/world" in log, log[-2000:]
+    assert token not in log and "bw_not-a-token" not in log
+    assert "/?token=[redacted]" in log
 
 
 def test_sections_degrade_one_by_one(chromium: str, tmp_path: Path) -> None:
@@ -297,7 +312,7 @@ def test_sections_degrade_one_by_one(chromium: str, tmp_path: Path) -> None:
     try:
         watcher = Api(proc.url, ADMIN_TOKEN).agent("watcher", "observer")
         token = watcher.http.headers["Authorization"].removeprefix("Bearer ")
-        dom = Dom(browse(chromium, f"{proc.url}/?token={token}", tmp_path / "profile"))
+        dom = Dom(browse(chromium, f"{proc.url}/#token={token}", tmp_path / "profile"))
     finally:
         proc.stop()
     assert dom.text("auth-error") == "" and dom.text("world-tick") == "0"
