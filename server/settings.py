@@ -1,5 +1,6 @@
-"""The server's one settings class: every field is a ``bigworld serve`` flag and an
-environment variable ``BIGWORLD_<FIELD>`` (design §6, "Configuration")."""
+"""The server's one settings class: every field is an environment variable
+``BIGWORLD_<FIELD>``, most are also ``bigworld serve`` flags (README.md, "Configuration", lists
+them all; docs/design.md §6 the limits)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,144 @@
+"""The documents that ship with the code agree with it: every route of ``/openapi.json`` is in
+the API table of docs/design.md §6, every "design §N" names a section that exists, and the
+README's configuration table lists every server setting with its variable, flag and default."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from pydantic import AliasChoices
+
+from server.app import create_app
+from server.cli import build_parser
+from server.routes import ROUTERS
+from server.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+DESIGN = REPO / "docs" / "design.md"
+README = REPO / "README.md"
+ROUTE = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
+
+
+def sections(text: str) -> dict[int, str]:
+    """Section number -> its text, for the ``## N. Title`` headings of a markdown file."""
+    parts = re.split(r"^## (\d+)\. .*$", text, flags=re.MULTILINE)
+    return {int(number): body for number, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of each markdown table row in ``text`` (header and rule rows left out)."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|") and not re.fullmatch(r"\|[\s|:-]+\|", line):
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows[1:] if rows else rows
+
+
+def shape(method: str, path: str) -> str:
+    """``GET /v1/things/{}``: the route with its path parameters' names left out."""
+    return method + " " + re.sub(r"\{[^}]*\}", "{}", path)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
+    return create_app(Settings(data_dir=tmp_path_factory.mktemp("data")))  # never started
+
+
+def documented_routes() -> set[str]:
+    api = sections(DESIGN.read_text())[6]
+    return {shape(m, p) for row in table_rows(api) for m, p in ROUTE.findall(row[0])}
+
+
+def test_every_openapi_route_is_in_the_design_api_table(app: FastAPI) -> None:
+    served = {
+        shape(method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
+    }
+    missing = sorted(served - documented_routes())
+    assert not missing, f"routes of /openapi.json missing from docs/design.md §6: {missing}"
+
+
+def test_every_route_in_the_design_api_table_is_served() -> None:
+    served = {  # the mounted routers' routes, those left out of the schema (the dashboard) too
+        shape(method, route.path)
+        for router in ROUTERS
+        for route in router.routes
+        for method in getattr(route, "methods", None) or ()
+    }
+    unknown = sorted(documented_routes() - served)
+    assert not unknown, f"docs/design.md §6 lists routes the app does not serve: {unknown}"
+
+
+def test_every_design_section_cited_exists() -> None:
+    numbers = set(sections(DESIGN.read_text()))
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    cited = 0
+    for name in files:
+        path = REPO / name
+        if path.suffix not in {".py", ".md", ".html", ".js", ".toml"} or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        # Inside the design and the README a bare §N is a section of the design too.
+        pattern = r"§(\d+)" if path in (DESIGN, README) else r"design(?:\.md)?\)?,? §(\d+)"
+        for match in re.finditer(pattern, text):
+            line = text.count("\n", 0, match.start()) + 1
+            assert int(match.group(1)) in numbers, f"{name}:{line} cites design §{match[1]}"
+            cited += 1
+    assert cited > 20
+
+
+def test_readme_links_into_the_design_reach_a_heading() -> None:
+    headings = re.findall(r"^#+ (.+)$", DESIGN.read_text(), flags=re.MULTILINE)
+    slugs = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+    for anchor in re.findall(r"docs/design\.md#([\w-]+)", README.read_text()):
+        assert anchor in slugs, f"README links to docs/design.md#{anchor}, which no heading has"
+
+
+def _env_names(name: str) -> set[str]:
+    alias = Settings.model_fields[name].validation_alias
+    names = {f"BIGWORLD_{name.upper()}"}
+    if isinstance(alias, AliasChoices):
+        names |= {a.upper() for a in alias.choices if str(a).startswith("bigworld_")}
+    return names
+
+
+def _readme_settings() -> list[list[str]]:
+    text = README.read_text()
+    start = text.index("## Configuration")
+    return table_rows(text[start : text.index("\n## ", start + 1)])
+
+
+@pytest.mark.parametrize("name", sorted(Settings.model_fields))
+def test_readme_lists_every_setting_with_its_default(name: str) -> None:
+    rows = [r for r in _readme_settings() if any(f"`{env}`" in r[0] for env in _env_names(name))]
+    assert len(rows) == 1, f"README's configuration table has no row for setting {name}"
+    default = Settings.model_fields[name].default
+    cell = rows[0][2]
+    if isinstance(default, bool):
+        assert cell.startswith("on" if default else "off"), (name, cell)
+    elif isinstance(default, int | float | str | Path):
+        text = f"{default:g}" if isinstance(default, int | float) else str(default)
+        assert re.search(rf"`(\./)?{re.escape(text)}`", cell), (name, default, cell)
+
+
+def test_readme_lists_every_serve_flag() -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    table = "\n".join(" | ".join(row) for row in _readme_settings())
+    for action in commands.choices["serve"]._actions:
+        if action.help == argparse.SUPPRESS or "--help" in action.option_strings:
+            continue
+        for flag in action.option_strings:
+            assert f"`{flag}`" in table, f"README's configuration table lacks {flag}"
