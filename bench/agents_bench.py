@@ -130,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
     with tempfile.TemporaryDirectory() as tmp:
-        token = secrets.token_urlsafe(16)
+        token = secrets.token_urlsafe(32)  # the server wants 128+ bits
         proc, url = _serve(Path(tmp) / "data", token)
         try:
             model_dir = init_model("policy", Path(tmp) / "policy")

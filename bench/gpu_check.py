@@ -136,7 +136,7 @@ def main() -> None:
         )
         base = init_model("policy", Path(tmp) / "v0", spec)
         figures["parameters"] = json.loads((base / MANIFEST).read_text())["parameters"]
-        token = secrets.token_urlsafe(16)
+        token = secrets.token_urlsafe(32)  # the server wants 128+ bits
         proc, url = _serve(Path(tmp) / "data", token)
         try:
             admin = BigWorldClient(url, token)
