@@ -275,6 +275,7 @@ def server_child(layout: Layout, port: int, seed: int) -> Child:
             "BIGWORLD_RECORD_DISTANCE": "true",
             "BIGWORLD_STEP_BUDGET": str(DEMO_STEP_BUDGET),
             "BIGWORLD_FORGE_INTERVAL_S": str(DEMO_FORGE_INTERVAL_S),
+            "BIGWORLD_VOTES_PER_STEP": str(DEMO_VOTES),  # m slots a step has, so m per judge
         },
     )
 
