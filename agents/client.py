@@ -188,6 +188,8 @@ class RetryPolicy:
 
 def _judge_error(request: Request, exc: httpx.TransportError) -> tuple[bool, bool]:
     """(retry?, may the server have applied it?) after a transport failure."""
+    if isinstance(exc, httpx.UnsupportedProtocol):  # a URL without http(s)://: never will be
+        return False, False
     if isinstance(exc, _NOT_SENT):
         return request.retry, False
     return request.retry and request.resendable, True

@@ -264,6 +264,14 @@ def test_retry_budget_is_configurable_and_async_keeps_it_too():
     assert fake.now == pytest.approx(3.0)
 
 
+def test_a_url_without_a_scheme_is_not_retried():
+    fake = FakeTime()
+    client = BigWorldClient("127.0.0.1:8000", "tok", sleep=fake.sleep, clock=fake.clock)
+    with pytest.raises(UnreachableError, match="after 1 try in"):
+        client.world()
+    assert fake.sleeps == []
+
+
 def test_retry_after_past_the_budget_gives_up_at_once():
     fake = FakeTime()
     answer = httpx.Response(
