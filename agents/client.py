@@ -441,6 +441,10 @@ class BigWorldClient:
     def create_agent(self, name: str, role: str) -> AgentCredentials:
         return self.run(_create_agent_flow(name, role))
 
+    def revoke_agent(self, agent_id: Id) -> Record:
+        """Refuse the agent's token from now on (admin); resending it changes nothing."""
+        return self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))
+
     def begin_episode(self, task_id: Id | None = None, family: str | None = None) -> EpisodeStart:
         return self.run(_begin_flow(task_id, family))
 
@@ -593,6 +597,9 @@ class AsyncBigWorldClient:
 
     async def create_agent(self, name: str, role: str) -> AgentCredentials:
         return await self.run(_create_agent_flow(name, role))
+
+    async def revoke_agent(self, agent_id: Id) -> Record:
+        return await self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))
 
     async def begin_episode(
         self, task_id: Id | None = None, family: str | None = None

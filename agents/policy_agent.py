@@ -22,7 +22,13 @@ import numpy as np
 
 from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
 from agents.client import BigWorldClient, EpisodeStart, Record
-from agents.errors import ClientError, ConflictError, UnreachableError
+from agents.errors import (
+    AuthenticationError,
+    ClientError,
+    ConflictError,
+    ForbiddenError,
+    UnreachableError,
+)
 from agents.prompts import (
     Turn,
     parse_choice,
@@ -406,6 +412,8 @@ class PolicyRunner:
             except UnreachableError:
                 if self.stop.is_set():
                     break
+            except (AuthenticationError, ForbiddenError):
+                raise  # a token revoked or of the wrong role: no retry will change that
             except ClientError as exc:
                 log.error("episode failed: %s", exc)
                 self.stop.wait(1.0)

@@ -23,7 +23,13 @@ from typing import Protocol
 from agents import prompts
 from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
 from agents.client import BigWorldClient, Record
-from agents.errors import ClientError, NotFoundError, UnreachableError
+from agents.errors import (
+    AuthenticationError,
+    ClientError,
+    ForbiddenError,
+    NotFoundError,
+    UnreachableError,
+)
 from agents.versions import VersionWatcher
 
 log = logging.getLogger("bigworld.reward")
@@ -258,6 +264,8 @@ class RewardRunner:
                     self.stop.wait(self.config.poll_s)
             except UnreachableError:
                 self.stop.wait(self.config.poll_s)
+            except (AuthenticationError, ForbiddenError):
+                raise  # a token revoked or of the wrong role: no retry will change that
             except ClientError as exc:
                 log.error("judging failed: %s", exc)
                 self.stop.wait(self.config.poll_s)

@@ -187,3 +187,33 @@ def test_a_runner_stranded_without_its_family_plays_any_task_rather_than_stall()
     assert stranded.asked == ["examine_in_light", None]
     assert runner._begin()[0] == "an episode of any family"  # it asks for its family again
     assert stranded.asked[2] == "examine_in_light"
+
+
+def test_runners_stop_when_their_token_is_revoked(tmp_path: Path) -> None:
+    with live_server(tmp_path / "data", env={"BIGWORLD_STEP_BUDGET": "4"}) as server:
+        admin = BigWorldClient(server.url, server.admin_token)
+        ann, rex = admin.create_agent("ann", "policy"), admin.create_agent("rex", "reward")
+        runners = [
+            PolicyRunner(BigWorldClient(server.url, ann.token), RandomPolicy(1), RunnerConfig()),
+            RewardRunner(
+                BigWorldClient(server.url, rex.token), HeuristicJudge(), RewardConfig(poll_s=0.2)
+            ),
+        ]
+        failures: list[BaseException] = []
+
+        def run(runner: PolicyRunner | RewardRunner) -> None:
+            try:
+                runner.run()
+            except BaseException as exc:  # noqa: BLE001 - the test reads what ended it
+                failures.append(exc)
+
+        threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
+        for thread in threads:
+            thread.start()
+        assert _until(lambda: runners[0].stats.episodes >= 2, 60)
+        for agent in (ann, rex):
+            admin.revoke_agent(agent.id)
+        for thread in threads:
+            thread.join(timeout=30)  # within the server's auth cache bound, not forever
+        assert not any(t.is_alive() for t in threads)
+        assert sorted(type(f).__name__ for f in failures) == ["AuthenticationError"] * 2
