@@ -346,7 +346,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stops.append(runner.stop)
             threads.append(start_thread(runner.run))
         if mode in ("integrated_frozen_rm", "integrated_rm"):
-            token = admin.create_agent(f"{name}-judge", "reward").token
+            token = admin.create_agent(f"{base}-{group_by or args.group_by}-judge", "reward").token
             judge = ModelJudge(
                 TransformersModel(start.reward, version="init", device="cpu"), sampling, "rank"
             )
@@ -358,7 +358,9 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stops.append(judges.stop)
             threads.append(start_thread(judges.run))
         if mode is not None:
-            token = admin.create_agent(f"{name}-trainer", "trainer").token
+            token = admin.create_agent(
+                f"{base}-{group_by or args.group_by}-trainer", "trainer"
+            ).token
             config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
