@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, status
 
 from server.accounts import register_agent, revoke_agent
 from server.dependencies import AdminDep, RuntimeDep
-from server.routes.common import ERRORS
+from server.routes.common import ERRORS, IdPath
 from server.schemas import AgentCreate, AgentCreated, AgentRevoked
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
-AgentId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 @router.post("", response_model=AgentCreated, status_code=status.HTTP_201_CREATED)
@@ -27,7 +25,7 @@ def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> Ag
 
 
 @router.delete("/{agent_id}", response_model=AgentRevoked)
-def revoke(agent_id: AgentId, runtime: RuntimeDep, _admin: AdminDep) -> AgentRevoked:
+def revoke(agent_id: IdPath, runtime: RuntimeDep, _admin: AdminDep) -> AgentRevoked:
     """Revoke the agent's token: this process refuses it at once, every other within
     ``auth_cache_s``. The agent's row, name, avatar and history stay; a repeat is a no-op."""
     with runtime.world_transaction() as (session, _meta):
