@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import random
 import shutil
 import sys
@@ -327,6 +328,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "BIGWORLD_RECORD_DISTANCE": "true",  # the reward model's accuracy is measured on it
     }
     server = serve(world, args, **env)
+    if multiprocessing.parent_process() is not None:
+        _end_with_parent(server)
     played, stops, threads = Played(), [], []
     trainer: Trainer | None = None
     judges: RewardRunner | None = None
@@ -390,6 +393,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
         inspected = inspect_steps(admin, start.policy)
     finally:
+        for stop in stops:  # an arm that failed must not leave its players stepping
+            stop.set()
         server.stop()
     flow = {}  # where the arm's episodes went: judged, waiting, learned from or given up
     if judges is not None:
@@ -411,6 +416,20 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "flow": flow,
         **inspected,
     }
+
+
+def _end_with_parent(server: LiveServer) -> None:
+    """In an arm's own process (``--parallel``): stop the arm's server and exit when the bench
+    that spawned it is gone (killed or interrupted), so no arm outlives its run."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        server.stop()
+        os._exit(1)
+
+    start_thread(watch)
 
 
 def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, dict[str, Any]]:
