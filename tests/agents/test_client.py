@@ -520,14 +520,14 @@ def test_reward_agent_posts_judgments(server, make_agent, client):
     start = client.begin_episode()
     client.step(start.episode_id, 1, "look")
     judge = make_agent("reward")
+    verdict = [{"step": 1, "score": 1, "rationale": "fine", "model_version": "judge-0"}]
     with BigWorldClient(server.url, judge.token) as reward:
-        reward.post_judgments(
-            start.episode_id,
-            [{"step": 1, "score": 1, "rationale": "fine", "model_version": "judge-0"}],
-        )
+        with pytest.raises(ConflictError):  # judges see whole trajectories: ended ones only
+            reward.post_judgments(start.episode_id, verdict)
+        client.abandon(start.episode_id)
+        reward.post_judgments(start.episode_id, verdict)
     judgments = client.episode(start.episode_id)["judgments"]
     assert [(j["step"], j["score"]) for j in judgments] == [(1, 1)]
-    client.abandon(start.episode_id)
 
 
 def test_async_client_live(server, agent):
