@@ -31,31 +31,29 @@ COLOURS = {
 def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> dict[str, Any]:
     """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
     episodes, and the reward model's step accuracy per version: the share of its votes that
-    agree with the oracle (+1 where the plan to the goal shrank or the goal was met, else -1)."""
+    agree with the oracle's verdict on the step (:func:`progress`)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
     details = [admin.episode(row["id"]) for row in ended[-episodes:]]
     for detail in details:
-        before = detail.get("distance")
         offered = [detail["admissible_actions"]] + [
             s["admissible_actions"] for s in detail["steps"]
         ]
         votes = defaultdict(list)
         for j in detail["judgments"]:
             votes[j["step"]].append(j)
+        truths = progress(detail)
         for step, admissible in zip(detail["steps"], offered, strict=False):
             if step.get("prompt"):
                 tokens.append(len(tokenizer(step["prompt"]).input_ids))
                 candidates.append(len(admissible))
-            after = step.get("distance")
-            if step["success"] or (before is not None and after is not None):
-                truth = 1 if step["success"] or after < before else -1
+            truth = truths.get(step["step"])
+            if truth is not None:
                 for j in votes[step["step"]][:VOTES]:
                     cell = agree[j["model_version"]]
                     cell[0] += j["score"] == truth
                     cell[1] += 1
-            before = after
     return {
         "prompt_tokens": _percentiles(tokens),
         "candidates": _percentiles(candidates),
