@@ -208,8 +208,12 @@ class EpisodeRow(Base):
     admissible: Mapped[list[Any]]
     updated_at: Mapped[float] = mapped_column(Float)  # unix seconds: for the idle timeout
     distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length at begin
+    # The fewest judgments any of its steps has, kept by ``records.add_judgments``: what a
+    # judge's or trainer's "short of m votes" poll reads instead of counting every step's.
+    min_votes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     __table_args__ = (
+        Index("ix_episodes_min_votes", "min_votes"),
         # At most one open episode per avatar, enforced by the database as well.
         Index(
             "uq_episodes_open_avatar",

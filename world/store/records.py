@@ -7,6 +7,7 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -212,15 +213,11 @@ def list_episodes(
     stmt = select(EpisodeRow)
     if needs_votes is not None:
         # ended episodes with a step that has fewer than ``needs_votes`` judgments
-        votes = (
-            select(func.count())
-            .where(JudgmentRow.episode_id == StepRow.episode_id, JudgmentRow.step == StepRow.step)
-            .scalar_subquery()
+        stmt = stmt.where(
+            EpisodeRow.min_votes < needs_votes,
+            EpisodeRow.status != "open",
+            EpisodeRow.last_step > 0,
         )
-        lacking = select(StepRow.step).where(
-            StepRow.episode_id == EpisodeRow.id, votes < needs_votes
-        )
-        stmt = stmt.where(EpisodeRow.status != "open", lacking.exists())
     if policy_version is not None:
         used = select(StepRow.step).where(
             StepRow.episode_id == EpisodeRow.id, StepRow.policy_version == policy_version
@@ -270,8 +267,9 @@ def touch_episode(*, session: Session, episode_id: int, last_step: int, now: flo
 
 # -- judgments -----------------------------------------------------------------------------
 def add_judgments(*, session: Session, rows: Sequence[dict[str, Any]]) -> list[JudgmentRow]:
-    """Store judgments whose (episode, step, vote) slot is still free; returns those stored.
-    The caller holds the world lock, so no other writer fills a slot in between."""
+    """Store judgments whose (episode, step, vote) slot is still free; returns those stored,
+    and keeps each episode's ``min_votes``. The caller holds the world lock, so no other
+    writer fills a slot in between."""
     episodes = {r["episode_id"] for r in rows}
     taken = set(
         session.execute(
@@ -287,6 +285,12 @@ def add_judgments(*, session: Session, rows: Sequence[dict[str, Any]]) -> list[J
             taken.add(slot)
             made.append(JudgmentRow(**r))
     session.add_all(made)
+    votes = Counter((episode_id, step) for episode_id, step, _vote in taken)
+    for episode_id in episodes:
+        episode = session.get(EpisodeRow, episode_id)
+        assert episode is not None  # judgments reference their episode
+        steps = range(1, episode.last_step + 1)
+        episode.min_votes = min((votes[episode_id, step] for step in steps), default=0)
     session.flush()
     return made
 
