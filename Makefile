@@ -2,6 +2,7 @@
 #   make install   create .venv (if missing) and install the project, once
 #   make demo      the whole loop for ten minutes on the embedded default, then a report
 #   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
+#   make interop   install the interop extra (OpenEnv's client and server library) into .venv
 #   make test      ruff (lint and format), mypy on the packages, then the whole test suite
 #   make bench     run the benchmarks in bench/
 #   make clean     remove the virtual environment and caches (never the world's data)
@@ -9,8 +10,9 @@
 VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+INTEROP := $(VENV)/.interop
 
-.PHONY: install demo serve test bench clean
+.PHONY: install interop demo serve test bench clean
 
 install: $(STAMP)
 
@@ -24,6 +26,14 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[dev,agents]'
 	touch $(STAMP)
 
+# The trainers' libraries ('.[interop]'), pinned; the constraints keep the torch that install
+# chose, so nothing here swaps in a CUDA build. install and demo never need them.
+interop: $(INTEROP)
+
+$(INTEROP): $(STAMP) pyproject.toml cpu-constraints.txt
+	$(PYTHON) -m pip install --quiet -c cpu-constraints.txt -e '.[interop]'
+	touch $(INTEROP)
+
 demo: install
 	$(VENV)/bin/bigworld demo
 
@@ -31,7 +41,7 @@ serve: install
 	$(VENV)/bin/bigworld serve
 
 # The dashboard test drives Debian's headless Chromium; install it where it is missing.
-test: install
+test: install interop
 	command -v chromium >/dev/null 2>&1 || apt-get install -y -q chromium >/dev/null \
 		|| (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 	$(VENV)/bin/ruff check .

@@ -19,6 +19,7 @@ from server.dependencies import plain_text_parameters
 from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import Metrics
+from server.openenv import mount as mount_openenv
 from server.routes import ROUTERS
 from server.runtime import Runtime
 from server.settings import Settings
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    mount_openenv(app, runtime)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

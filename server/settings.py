@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     forge_interval_s: float = Field(15.0, gt=0)  # seconds between automatic forge cycles
     # a begin asking for go_to that samples a fresh one takes hops uniformly in 1..go_to_hops
     go_to_hops: int = Field(1, ge=1, le=100)
+    # OpenEnv sessions (WebSocket connections to /openenv/ws) served at once; one more is refused
+    openenv_max_sessions: int = Field(64, ge=1, le=4096)
     sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     db_pool_size: int = Field(20, ge=1)
     log_level: str = "info"
