@@ -10,7 +10,6 @@ token is refused by every process within ``auth_cache_s`` (``server.auth.authent
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -18,12 +17,12 @@ from server.auth import ADMIN_NAME, hash_token, new_token
 from server.errors import Conflict, NotFound
 from world.rules import Rules
 from world.state import World
-from world.store import SqlBackend, records
+from world.store import SqlBackend, WorldRow, records
 from world.store.models import AgentRow
 
 
 def register_agent(
-    session: Session, meta: dict[str, Any], rules: Rules, name: str, role: str
+    session: Session, world_row: WorldRow, rules: Rules, name: str, role: str
 ) -> tuple[AgentRow, str]:
     """Create agent ``name`` with ``role`` inside a world transaction (the caller holds the
     world lock and commits); returns the row and its token (shown once)."""
@@ -32,7 +31,7 @@ def register_agent(
     avatar_id = None
     if role == "policy":
         avatar_id = name
-        world = World(SqlBackend(session, meta), rules)
+        world = World(SqlBackend(session, world_row), rules)
         if world.backend.load_avatar(avatar_id) is not None:
             raise Conflict(f"an avatar named {name!r} already exists", code="agent_exists")
         world.add_avatar(avatar_id, name)

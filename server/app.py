@@ -40,11 +40,9 @@ def prepare_database(runtime: Runtime) -> None:
 def _prepare_world(runtime: Runtime) -> None:
     settings = runtime.settings
     with runtime.world_transaction_unlocked() as session:
-        meta = ensure_world(session, settings.seed, runtime.rules)
-        if meta["seed"] != settings.seed:
-            log.warning(
-                "the stored world has seed %s; ignoring seed %s", meta["seed"], settings.seed
-            )
+        seed = ensure_world(session, settings.seed, runtime.rules).meta.seed
+        if seed != settings.seed:
+            log.warning("the stored world has seed %s; ignoring seed %s", seed, settings.seed)
         bootstrap_admin(session, settings)
         session.commit()
 

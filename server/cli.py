@@ -348,8 +348,8 @@ def _create_agent(args: argparse.Namespace) -> int:
     runtime = Runtime.build(settings)
     try:
         prepare_database(runtime)
-        with runtime.world_transaction() as (session, meta):
-            agent, token = register_agent(session, meta, runtime.rules, args.name, args.role)
+        with runtime.world_transaction() as (session, world_row):
+            agent, token = register_agent(session, world_row, runtime.rules, args.name, args.role)
             session.commit()
     except ApiError as exc:
         print(f"bigworld: {exc.message}", file=sys.stderr)

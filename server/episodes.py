@@ -1,10 +1,12 @@
-"""Episodes as world transactions: begin, step, abandon and the idle reaper.
+"""Episodes as world transactions: begin, step, abandon, the idle reaper, the heartbeat and
+expert hints.
 
 Each call is one database transaction under the world lock (``Runtime.world_transaction``):
-lock the world row, check what the request may do, open a World over the store, apply, commit
-the world (state + events), write the episode's records, commit, answer. Holding the world
-lock before checking the step index makes a replayed or concurrent request see every step
-acknowledged before it, and hands out ticks in commit order, so a replay of the log is exact.
+load the rows it needs, apply the rules of an episode (``world.episodes``) to a World over the
+store, commit the world (state and events), write the episode's records, commit, answer.
+Holding the world lock before checking the step index makes a replayed or concurrent request
+see every step acknowledged before it, and hands out ticks in commit order, so a replay of
+the log is exact.
 """
 
 from __future__ import annotations
@@ -12,17 +14,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from server import forge
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Caller, Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
-from world import engine, oracle, tasks
+from world import engine, episodes, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
 from world.store import SqlBackend, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
-
-TASK_PROMPT = "\n\nYour task is to: "  # as ALFWorld appends the goal to the first observation
 
 
 def task_out(row: TaskRow) -> TaskOut:
@@ -57,14 +59,11 @@ def begin(
             f"expected a family in {list(tasks.FAMILIES)}, got {family!r}", code="unknown_family"
         )
     now = time.time()
-    with runtime.world_transaction() as (session, meta):
-        world = World(SqlBackend(session, meta), runtime.rules)
+    with runtime.world_transaction() as (session, world_row):
+        world = World(SqlBackend(session, world_row), runtime.rules)
         current = records.open_episode(session=session, avatar_id=avatar)
-        if (
-            current is not None
-            and current.updated_at < now - runtime.settings.episode_idle_timeout_s
-        ):
-            _end(runtime, session, world, current, "abandoned", -1, now)
+        if current is not None and _idle(runtime, current, now):
+            _abandon(runtime, session, world, current, now)
             current = None
         if current is not None:
             raise Conflict(
@@ -77,12 +76,12 @@ def begin(
             row = records.get_task(session=session, task_id=task_id)
             if row is None:
                 raise NotFound(f"no task {task_id!r}")
-            task = tasks.Task.from_spec({"family": row.family, "params": row.params})
+            task = records.task_of(row)
         elif requested is not None:
             task = requested
             row = forge.admit_requested(session, world, avatar, task)
         else:
-            key = f"{avatar}/{meta['txn_seq'] + 1}"  # unique per world transaction, logged
+            key = f"{avatar}/{world_row.txn_seq + 1}"  # unique per world transaction, logged
             try:
                 drawn = forge.draw(
                     session,
@@ -99,30 +98,23 @@ def begin(
                 ) from exc
             task, row, draw, key = drawn.task, drawn.row, drawn.draw, drawn.key
             length = drawn.length
-        world.emit(
-            "episode_begun",
-            avatar,
-            [f"avatar:{avatar}"],
-            {"key": key, "family": family, "task": {"id": task.id, **task.spec()}, "draw": draw},
-        )
-        seen = engine.observe(world, avatar)
+        first = episodes.begin(world, avatar, task, key=key, family=family, draw=draw)
         distance = _distance(runtime, world, task, avatar, known=length)
         world.commit()
-        observation = seen.text + TASK_PROMPT + task.text
         episode = records.add_episode(
             session=session,
             agent_id=caller.id,
             avatar_id=avatar,
             task_id=row.id,
             family=row.family,
-            status="open",
+            status=episodes.OPEN,
             outcome=None,
             budget=tasks.step_budget(task, runtime.settings.step_budget),
             last_step=0,
             begin_tick=world.tick,
             end_tick=None,
-            observation=observation,
-            admissible=list(seen.admissible),
+            observation=first.text,
+            admissible=list(first.admissible),
             updated_at=now,
             distance=distance,
         )
@@ -130,8 +122,8 @@ def begin(
         return EpisodeStarted(
             episode_id=episode.id,
             task=task_out(row),
-            observation=observation,
-            admissible_actions=list(seen.admissible),
+            observation=first.text,
+            admissible_actions=list(first.admissible),
             tick=world.tick,
         )
 
@@ -154,7 +146,7 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
     index, action = body.step, body.action
     started = time.perf_counter()
     now = time.time()
-    with runtime.world_transaction() as (session, meta):
+    with runtime.world_transaction() as (session, world_row):
         episode = _owned(session, caller, episode_id)
         recorded = records.get_step(session=session, episode_id=episode.id, step=index)
         if recorded is not None:
@@ -165,20 +157,12 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
                     details={"step": index, "recorded_action": recorded.action},
                 )
             return step_out(recorded)
-        world = World(SqlBackend(session, meta), runtime.rules)
-        if (
-            episode.status == "open"
-            and episode.updated_at < now - runtime.settings.episode_idle_timeout_s
-        ):
-            _end(runtime, session, world, episode, "abandoned", -1, now)
+        world = World(SqlBackend(session, world_row), runtime.rules)
+        if _idle(runtime, episode, now):
+            _abandon(runtime, session, world, episode, now)
             world.commit()
             session.commit()
-        if episode.status != "open":
-            raise Conflict(
-                f"episode {episode.id} has ended ({episode.status})",
-                code="episode_ended",
-                details={"status": episode.status, "outcome": episode.outcome},
-            )
+        _require_open(episode)
         expected = episode.last_step + 1
         if index != expected:
             raise Conflict(
@@ -186,53 +170,27 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
                 code="step_out_of_order",
                 details={"expected": expected},
             )
+        task = records.episode_task(session=session, episode=episode)
         try:
-            result = engine.step(world, episode.avatar_id, action)
+            taken = episodes.advance(world, _rules_view(episode), task, action, index)
         except ActionError as exc:
             raise Unprocessable(str(exc), code="invalid_action") from exc
-        task_row = records.get_task(session=session, task_id=episode.task_id)
-        assert task_row is not None
-        spec = {"family": task_row.family, "params": task_row.params}
-        task = tasks.Task.from_spec(spec)
-        success = tasks.goal_met(world, task, episode.avatar_id)
-        world.emit(
-            "goal_check",
-            episode.avatar_id,
-            [f"avatar:{episode.avatar_id}"],
-            {
-                "episode": episode.id,
-                "step": index,
-                "task": spec,
-                "task_id": task_row.id,
-                "met": success,
-            },
-        )
-        done = success or index >= episode.budget
-        outcome = (1 if success else -1) if done else None
-        distance = 0 if success else _distance(runtime, world, task, episode.avatar_id)
-        episode.last_step, episode.updated_at = index, now
-        if done:
-            _end(
-                runtime,
-                session,
-                world,
-                episode,
-                "succeeded" if success else "failed",
-                outcome or -1,
-                now,
-            )
+        distance = 0 if taken.success else _distance(runtime, world, task, episode.avatar_id)
         world.commit()
+        episode.last_step, episode.updated_at = index, now
+        if taken.ending is not None:
+            _record_end(runtime, session, episode, taken.ending, world.tick, now)
         row = records.add_step(
             session=session,
             episode_id=episode.id,
             step=index,
             action=action,
-            observation=result.observation,
-            admissible=list(result.admissible),
-            tick=result.tick,
-            done=done,
-            success=success,
-            outcome=outcome,
+            observation=taken.result.observation,
+            admissible=list(taken.result.admissible),
+            tick=taken.result.tick,
+            done=taken.done,
+            success=taken.success,
+            outcome=taken.outcome,
             policy_version=body.policy_version,
             prompt=body.prompt,
             completion=body.completion,
@@ -248,16 +206,11 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
 
 
 def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
-    with runtime.world_transaction() as (session, meta):
+    with runtime.world_transaction() as (session, world_row):
         episode = _owned(session, caller, episode_id)
-        if episode.status != "open":
-            raise Conflict(
-                f"episode {episode.id} has already ended ({episode.status})",
-                code="episode_ended",
-                details={"status": episode.status, "outcome": episode.outcome},
-            )
-        world = World(SqlBackend(session, meta), runtime.rules)
-        _end(runtime, session, world, episode, "abandoned", -1, time.time())
+        _require_open(episode)
+        world = World(SqlBackend(session, world_row), runtime.rules)
+        _abandon(runtime, session, world, episode, time.time())
         world.commit()
         session.commit()
         return episode
@@ -266,13 +219,13 @@ def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
 def reap_idle(runtime: Runtime) -> int:
     """End every open episode idle past the timeout as abandoned; returns how many."""
     now = time.time()
-    with runtime.world_transaction() as (session, meta):
+    with runtime.world_transaction() as (session, world_row):
         idle = records.idle_episodes(
             session=session, before=now - runtime.settings.episode_idle_timeout_s
         )
-        world = World(SqlBackend(session, meta), runtime.rules)
+        world = World(SqlBackend(session, world_row), runtime.rules)
         for episode in idle:
-            _end(runtime, session, world, episode, "abandoned", -1, now)
+            _abandon(runtime, session, world, episode, now)
         world.commit()
         session.commit()
     return len(idle)
@@ -280,74 +233,23 @@ def reap_idle(runtime: Runtime) -> int:
 
 def heartbeat(runtime: Runtime) -> int:
     """Advance the world's tick by one, logged as a ``tick`` input; returns the new tick."""
-    with runtime.world_transaction() as (session, meta):
-        world = World(SqlBackend(session, meta), runtime.rules)
+    with runtime.world_transaction() as (session, world_row):
+        world = World(SqlBackend(session, world_row), runtime.rules)
         tick = engine.heartbeat(world)
         world.commit()
         session.commit()
     return tick
 
 
-def _end(
-    runtime: Runtime,
-    session: Any,
-    world: World,
-    episode: EpisodeRow,
-    status: str,
-    outcome: int,
-    now: float,
-) -> None:
-    """End an episode and log an ``episode_ended`` event (trainers follow these); the caller
-    commits ``world`` and the session."""
-    records.end_episode(
-        session=session, episode=episode, status=status, outcome=outcome, tick=world.tick, now=now
-    )
-    world.emit(
-        "episode_ended",
-        episode.avatar_id,
-        [f"avatar:{episode.avatar_id}"],
-        {
-            "episode_id": episode.id,
-            "status": status,
-            "outcome": outcome,
-            "family": episode.family,
-            "task_id": episode.task_id,
-            "steps": episode.last_step,
-        },
-    )
-    runtime.metrics.episode_ended(status)
-
-
-def _distance(
-    runtime: Runtime, world: World, task: tasks.Task, avatar: str, known: int | None = None
-) -> int | None:
-    """The oracle's plan length from here: ``known`` when the caller has just planned it from
-    this state (a begin's draw does: recorded always, the trainer groups by it), else a plan
-    of its own when the server records distances (``--record-distance``), else None."""
-    if known is not None:
-        return known
-    if not runtime.settings.record_distance:
-        return None
-    found = oracle.plan(world, task, avatar)
-    return len(found) if found is not None else None
-
-
 def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
     """The oracle's next action for an open episode; every use is recorded."""
-    with runtime.world_transaction() as (session, meta):
+    with runtime.world_transaction() as (session, world_row):
         episode = records.get_episode(session=session, episode_id=episode_id)
         if episode is None:
             raise NotFound(f"no episode {episode_id}")
-        if episode.status != "open":
-            raise Conflict(
-                f"episode {episode.id} has ended ({episode.status})",
-                code="episode_ended",
-                details={"status": episode.status, "outcome": episode.outcome},
-            )
-        task_row = records.get_task(session=session, task_id=episode.task_id)
-        assert task_row is not None
-        task = tasks.Task.from_spec({"family": task_row.family, "params": task_row.params})
-        world = World(SqlBackend(session, meta), runtime.rules)  # read only: never committed
+        _require_open(episode)
+        task = records.episode_task(session=session, episode=episode)
+        world = World(SqlBackend(session, world_row), runtime.rules)  # read only: never committed
         found = oracle.plan(world, task, episode.avatar_id)
         action = found.actions[0] if found and found.actions else None
         hint = ExpertHint(
@@ -364,13 +266,84 @@ def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
         return hint
 
 
+def _rules_view(episode: EpisodeRow) -> episodes.Episode:
+    """What the rules of an episode know of its row."""
+    return episodes.Episode(
+        id=episode.id,
+        avatar=episode.avatar_id,
+        task_id=episode.task_id,
+        family=episode.family,
+        budget=episode.budget,
+        last_step=episode.last_step,
+    )
+
+
+def _idle(runtime: Runtime, episode: EpisodeRow, now: float) -> bool:
+    """Whether an open episode has gone untouched past the idle timeout (it is then
+    abandoned by the next request that meets it, or by the reaper)."""
+    timeout = runtime.settings.episode_idle_timeout_s
+    return episode.status == episodes.OPEN and episode.updated_at < now - timeout
+
+
+def _abandon(
+    runtime: Runtime, session: Session, world: World, episode: EpisodeRow, now: float
+) -> None:
+    """Abandon an open episode (logged as ``episode_ended``); the caller commits ``world``
+    and the session."""
+    ending = episodes.abandon(world, _rules_view(episode))
+    _record_end(runtime, session, episode, ending, world.tick, now)
+
+
+def _record_end(
+    runtime: Runtime,
+    session: Session,
+    episode: EpisodeRow,
+    ending: episodes.Ending,
+    tick: int,
+    now: float,
+) -> None:
+    records.end_episode(
+        session=session,
+        episode=episode,
+        status=ending.status,
+        outcome=ending.outcome,
+        tick=tick,
+        now=now,
+    )
+    runtime.metrics.episode_ended(ending.status)
+
+
+def _require_open(episode: EpisodeRow) -> None:
+    """A 409 ``episode_ended`` unless the episode is open."""
+    if episode.status != episodes.OPEN:
+        raise Conflict(
+            f"episode {episode.id} has ended ({episode.status})",
+            code="episode_ended",
+            details={"status": episode.status, "outcome": episode.outcome},
+        )
+
+
+def _distance(
+    runtime: Runtime, world: World, task: tasks.Task, avatar: str, known: int | None = None
+) -> int | None:
+    """The oracle's plan length from here: ``known`` when the caller has just planned it from
+    this state (a begin's draw does: recorded always, the trainer groups by it), else a plan
+    of its own when the server records distances (``--record-distance``), else None."""
+    if known is not None:
+        return known
+    if not runtime.settings.record_distance:
+        return None
+    found = oracle.plan(world, task, avatar)
+    return len(found) if found is not None else None
+
+
 def _avatar_of(caller: Caller) -> str:
     if caller.avatar_id is None:
         raise Forbidden("this agent has no avatar (only policy agents act in the world)")
     return caller.avatar_id
 
 
-def _owned(session: Any, caller: Caller, episode_id: int) -> EpisodeRow:
+def _owned(session: Session, caller: Caller, episode_id: int) -> EpisodeRow:
     episode = records.get_episode(session=session, episode_id=episode_id)
     if episode is None:
         raise NotFound(f"no episode {episode_id}")

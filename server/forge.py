@@ -278,14 +278,14 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
         raise Conflict("the forge is disabled on this server", code="forge_disabled")
     suggestions = _ask_language_model(runtime)
     now = time.time()
-    with runtime.world_transaction() as (session, meta):
+    with runtime.world_transaction() as (session, world_row):
         row, config = state(session)
         if row.paused:
             if manual:
                 raise Conflict("the forge is paused", code="forge_paused")
             return []
         number = row.cycle + 1
-        world = World(SqlBackend(session, meta), runtime.rules)
+        world = World(SqlBackend(session, world_row), runtime.rules)
         rows, pool, history = _load(session, config, number)
         result = forge_cycle.run_cycle(
             world,

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
 from world.state import WorldMeta
-from world.store import SqlBackend, make_engine, read_meta, session_factory
+from world.store import make_engine, read_world, session_factory
 from world.store.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 
 PLOTS = (
@@ -143,7 +143,7 @@ def version_key(version: str) -> tuple[Any, ...]:
 
 
 def read_run(session: Session, *, bucket_ticks: int | None, window: int) -> Run:
-    meta = SqlBackend(session, read_meta(session)).load_meta()
+    meta = read_world(session).meta
     return Run(
         meta=meta,
         figures=run_figures(session=session),

@@ -18,7 +18,7 @@ from server.limits import RateLimiter
 from server.metrics import Metrics
 from server.settings import Settings
 from world.rules import Rules, default_rules
-from world.store import lock_world, make_engine, session_factory
+from world.store import WorldRow, lock_world, make_engine, session_factory
 from world.store.database import WRITE_OPTION
 
 
@@ -74,7 +74,7 @@ class Runtime:
             yield session
 
     @contextmanager
-    def world_transaction(self) -> Iterator[tuple[Session, dict]]:
+    def world_transaction(self) -> Iterator[tuple[Session, WorldRow]]:
         """A session holding the world lock (see ``lock_world``), with the world row; the
         caller commits. Rolled back if the caller raises or leaves without committing."""
         with self._gate, self.sessions() as session:

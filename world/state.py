@@ -53,6 +53,10 @@ class WorldMeta:
                 current = version
         return current
 
+    def copy(self) -> WorldMeta:
+        """An independent copy (versions are frozen, so the copy shares them)."""
+        return dataclasses.replace(self, counters=dict(self.counters), versions=list(self.versions))
+
     def row(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
@@ -450,7 +454,7 @@ class MemoryBackend:
 
     def clone(self) -> MemoryBackend:
         other = copy.copy(self)
-        other.meta = copy.deepcopy(self.meta)
+        other.meta = self.meta.copy()
         other.places = copy.deepcopy(self.places)
         other.things = copy.deepcopy(self.things)
         other.avatars = copy.deepcopy(self.avatars)

@@ -3,7 +3,7 @@ own operations.
 
 The forge decides whether and where an event happens (``forge.dynamics``); the functions here
 make it happen in the caller's transaction, write it to the event log and return the logged
-payload. Every logged kind is also an input of :mod:`world.store.replay`: :func:`apply_logged`
+payload. Every logged kind is also an input of :mod:`world.replay`: :func:`apply_logged`
 re-applies a payload exactly, so replaying the log rebuilds the same state.
 
 Each event is lazy, like every other dynamic:

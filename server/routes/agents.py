@@ -16,8 +16,8 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
 
 @router.post("", response_model=AgentCreated, status_code=status.HTTP_201_CREATED)
 def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> AgentCreated:
-    with runtime.world_transaction() as (session, meta):
-        agent, token = register_agent(session, meta, runtime.rules, body.name, body.role)
+    with runtime.world_transaction() as (session, world_row):
+        agent, token = register_agent(session, world_row, runtime.rules, body.name, body.role)
         session.commit()
     return AgentCreated(
         id=agent.id, name=agent.name, role=body.role, avatar_id=agent.avatar_id, token=token

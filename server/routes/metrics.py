@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from server.dependencies import RuntimeDep, SessionDep
-from world.store import read_meta
+from world.store import read_world
 from world.store.history import counts
 
 router = APIRouter(tags=["metrics"])
@@ -16,7 +16,7 @@ router = APIRouter(tags=["metrics"])
 def metrics(runtime: RuntimeDep, session: SessionDep) -> PlainTextResponse:
     gauges: dict[str, float] = {}
     try:
-        gauges["world_tick"] = read_meta(session)["tick"]
+        gauges["world_tick"] = read_world(session).meta.tick
         gauges.update({f"world_{k}": v for k, v in counts(session=session).items()})
     except Exception:
         gauges["database_up"] = 0

@@ -34,7 +34,7 @@ def _out(row: PolicyRow) -> PolicyOut:
 @router.post("", response_model=PolicyOut, status_code=status.HTTP_201_CREATED)
 def register(body: PolicyIn, runtime: RuntimeDep, caller: TrainerDep) -> PolicyOut:
     """Register the next version of a model kind (versions count 1, 2, … per kind)."""
-    with runtime.world_transaction() as (session, meta):  # serialises version numbers
+    with runtime.world_transaction() as (session, world_row):  # serialises version numbers
         row = records.add_policy(
             session=session,
             kind=body.kind,
@@ -43,7 +43,7 @@ def register(body: PolicyIn, runtime: RuntimeDep, caller: TrainerDep) -> PolicyO
             config=body.config,
             metrics=body.metrics,
             agent_id=caller.id,
-            created_tick=meta["tick"],
+            created_tick=world_row.meta.tick,
             created_at=time.time(),
         )
         session.commit()

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from agents.demo import BIGWORLD
-from world.store import read_meta
+from world.store import read_world
 from world.store.database import make_engine, session_factory
 from world.store.models import AgentRow, EpisodeRow, PolicyRow, StepRow
 
@@ -35,7 +35,7 @@ def figures(data_dir: Path) -> dict[str, int]:
     try:
         with session_factory(engine)() as session:
             return {
-                "tick": read_meta(session)["tick"],
+                "tick": read_world(session).meta.tick,
                 "agents": session.scalar(select(func.count()).select_from(AgentRow)) or 0,
                 "episodes": session.scalar(select(func.count()).select_from(EpisodeRow)) or 0,
                 "max_episode": session.scalar(select(func.max(EpisodeRow.id))) or 0,

@@ -19,11 +19,11 @@ from migrations import upgrade_to_head
 from tests.server.dbfixtures import fresh_database
 from world import engine
 from world.entities import region_of
+from world.replay import replay
 from world.rules import RulesVersion
 from world.state import MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.models import EventRow
-from world.store.replay import replay
 
 SEED = 7
 T = TypeVar("T")

@@ -30,10 +30,10 @@ def test_heartbeat_ticks_are_logged_and_replayable(tmp_path: Path) -> None:
 def _check_replay(url: str) -> None:
     from sqlalchemy import select
 
+    from world.replay import replay
     from world.state import MemoryBackend, World
-    from world.store import SqlBackend, make_engine, read_meta, session_factory
+    from world.store import SqlBackend, make_engine, read_world, session_factory
     from world.store.models import EventRow
-    from world.store.replay import replay
 
     engine = make_engine(url)
     with session_factory(engine)() as session:
@@ -42,7 +42,7 @@ def _check_replay(url: str) -> None:
             dict(r)
             for r in session.execute(select(EventRow.__table__).order_by(EventRow.id)).mappings()
         ]
-        seed = read_meta(session)["seed"]
+        seed = read_world(session).meta.seed
     engine.dispose()
     rebuilt = MemoryBackend(seed)
     replay(events, rebuilt)

@@ -10,11 +10,11 @@ from sqlalchemy import func, select
 
 from migrations import at_head, upgrade_to_head
 from world import engine
+from world.replay import replay
 from world.state import MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.history import image_at
 from world.store.models import EventRow
-from world.store.replay import replay
 
 SEED = 7
 SCRIPT = [

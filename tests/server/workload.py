@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
+from world.replay import replay
 from world.state import MemoryBackend, World
-from world.store import SqlBackend, make_engine, read_meta, session_factory
+from world.store import SqlBackend, make_engine, read_world, session_factory
 from world.store.models import AvatarRow, EventRow, StepRow, ThingRow
-from world.store.replay import replay
 
 RETRYABLE = (httpx.TransportError,)
 
@@ -122,7 +122,7 @@ def check_history(database_url: str, acks: list[Ack]) -> str:
                 assert (steps[key].action, steps[key].tick) == (ack.action, ack.tick), key
             ticks = sorted(r.tick for r in steps.values())
             assert ticks == list(range(1, len(ticks) + 1)), "ticks are not one per step"
-            assert read_meta(session)["tick"] == len(ticks)
+            assert read_world(session).meta.tick == len(ticks)
             avatars = {a.id for a in session.scalars(select(AvatarRow))}
             actions = session.execute(
                 select(EventRow.actor, EventRow.tick).where(EventRow.kind == "action")
@@ -142,7 +142,7 @@ def check_history(database_url: str, acks: list[Ack]) -> str:
                     select(EventRow.__table__).order_by(EventRow.id)
                 ).mappings()
             ]
-            seed = read_meta(session)["seed"]
+            seed = read_world(session).meta.seed
     finally:
         engine.dispose()
     rebuilt = MemoryBackend(seed)

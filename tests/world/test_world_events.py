@@ -12,9 +12,9 @@ import pytest
 from world import engine, oracle, world_events
 from world.entities import region_of
 from world.errors import WorldEventError
+from world.replay import replay
 from world.rules import SEASONS
 from world.state import MemoryBackend, World
-from world.store.replay import replay
 from world.tasks import Task
 
 APPLE_RATE = 100 / 2400  # freshness an apple loses per tick at spoil_rate 1

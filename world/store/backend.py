@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -31,7 +32,7 @@ from world.store.models import (
 
 
 class SqlBackend:
-    """World storage in the session's database. Pass ``meta`` when the caller already holds
+    """World storage in the session's database. Pass ``row`` when the caller already holds
     the world row (from :func:`world.store.database.lock_world`) to save a query.
 
     Reads go through Core ``select()`` on the tables, not the ORM identity map, so a row
@@ -42,9 +43,9 @@ class SqlBackend:
     state, so that does not make this backend and ``MemoryBackend`` disagree.
     """
 
-    def __init__(self, session: Session, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, session: Session, row: WorldRow | None = None) -> None:
         self.session = session
-        self._meta_row = dict(meta) if meta is not None else None
+        self._row = row
         self._things: dict[int, Thing] = {}
         self._avatars: dict[str, Avatar] = {}
         self._places: dict[str, Place] = {}
@@ -72,20 +73,15 @@ class SqlBackend:
         stmt = _select_by(model.__table__.name, columns)  # type: ignore[attr-defined]
         return list(self.session.connection().execute(stmt, values).mappings())
 
-    def _meta(self) -> dict[str, Any]:
-        if self._meta_row is None:
-            self._meta_row = read_meta(self.session)
-        return self._meta_row
+    def _world_row(self) -> WorldRow:
+        if self._row is None:
+            self._row = read_world(self.session)
+        return self._row
 
     def load_meta(self) -> WorldMeta:
-        row = self._meta()
-        return WorldMeta(
-            seed=row["seed"],
-            tick=row["tick"],
-            next_thing_id=row["next_thing_id"],
-            counters=dict(row["counters"]),
-            versions=[RulesVersion.from_row(v) for v in row["versions"]],
-        )
+        """A copy of the stored meta: a World changes its own, and only :meth:`save` makes
+        those changes the row's."""
+        return self._world_row().meta.copy()
 
     def load_region(self, rx: int, ry: int) -> Region | None:
         rows = self._rows(RegionRow, "rx", "ry", rx=rx, ry=ry)
@@ -139,12 +135,12 @@ class SqlBackend:
             s.execute(_upsert(s, ThingRow, ["id"]), [t.row() for t in things])
         if avatars:
             s.execute(_upsert(s, AvatarRow, ["id"]), [dataclasses.asdict(a) for a in avatars])
-        row = self._meta()
-        values: dict[str, Any] = dict(changes.meta.row())
+        row = self._world_row()
         if changes.events:
-            values.update(append_events(self.session, row, changes.events))
-        s.execute(_META_UPDATE, values)
-        row.update(values)
+            row = append_events(self.session, row, changes.events)
+        row = dataclasses.replace(row, meta=changes.meta.copy())
+        s.execute(_META_UPDATE, row.values())
+        self._row = row
 
     # -- dumping ---------------------------------------------------------------------------
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -168,24 +164,53 @@ class SqlBackend:
             yield "avatar", dataclasses.asdict(avatar)
 
 
-def read_meta(session: Session, *, for_update: bool = False) -> dict[str, Any]:
-    """The world row as a plain dict (``StoreError`` when the world is not initialised)."""
+@dataclass(frozen=True)
+class WorldRow:
+    """The ``world_meta`` row: the world's meta, and the numbering of the event log (store
+    bookkeeping, not world state: the last transaction group and event id appended)."""
+
+    meta: WorldMeta
+    txn_seq: int
+    last_event_id: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> WorldRow:
+        meta = WorldMeta(
+            seed=row["seed"],
+            tick=row["tick"],
+            next_thing_id=row["next_thing_id"],
+            counters=dict(row["counters"]),
+            versions=[RulesVersion.from_row(v) for v in row["versions"]],
+        )
+        return cls(meta, txn_seq=row["txn_seq"], last_event_id=row["last_event_id"])
+
+    def values(self) -> dict[str, Any]:
+        """The columns to write (all but the id)."""
+        return {**self.meta.row(), "txn_seq": self.txn_seq, "last_event_id": self.last_event_id}
+
+
+def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
+    """The world row (``StoreError`` when the world is not initialised)."""
     stmt = _META_LOCK if for_update else _META_READ
     row = session.connection().execute(stmt).mappings().first()
     if row is None:
         raise StoreError(
             "the world is not initialised (run `bigworld db upgrade`, start the server)"
         )
-    return dict(row)
+    return WorldRow.from_row(row)
 
 
-def append_events(
-    session: Session, meta: dict[str, Any], events: Sequence[Event]
-) -> dict[str, int]:
+def read_meta(session: Session) -> dict[str, Any]:
+    """The world row's columns as a plain dict. Superseded by :func:`read_world`; kept while
+    ``server.learning`` still reads its tick this way."""
+    return read_world(session).values()
+
+
+def append_events(session: Session, row: WorldRow, events: Sequence[Event]) -> WorldRow:
     """Append events as one transaction group (the caller holds the world lock); returns the
-    world row's new ``txn_seq``/``last_event_id`` for the caller to write."""
-    txn = meta["txn_seq"] + 1
-    first = meta["last_event_id"] + 1
+    world row with the group's ``txn_seq`` and ``last_event_id``, for the caller to write."""
+    txn = row.txn_seq + 1
+    first = row.last_event_id + 1
     rows: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
     for offset, ev in enumerate(events):
@@ -206,7 +231,7 @@ def append_events(
     conn.execute(Base.metadata.tables["events"].insert(), rows)
     if links:
         conn.execute(Base.metadata.tables["event_entities"].insert(), links)
-    return {"txn_seq": txn, "last_event_id": first + len(rows) - 1}
+    return dataclasses.replace(row, txn_seq=txn, last_event_id=first + len(rows) - 1)
 
 
 # Statements are built once and reused: building a statement and its cache key costs more

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from world.rules import Rules, default_rules
 from world.state import WorldMeta
-from world.store.backend import read_meta
+from world.store.backend import WorldRow, read_world
 from world.store.errors import StoreError
 from world.store.models import Base
 
@@ -69,7 +69,7 @@ def is_sqlite(session: Session) -> bool:
     return session.get_bind().dialect.name == "sqlite"
 
 
-def lock_world(session: Session) -> dict[str, Any]:
+def lock_world(session: Session) -> WorldRow:
     """Take the world's write lock for the rest of this transaction and return its row.
 
     Must be the session's first statement: on SQLite the lock is the transaction itself
@@ -80,17 +80,17 @@ def lock_world(session: Session) -> dict[str, Any]:
     if session.in_transaction() and is_sqlite(session):
         raise StoreError("lock_world must open the transaction (it was already begun)")
     session.connection(execution_options={WRITE_OPTION: True})
-    return read_meta(session, for_update=True)
+    return read_world(session, for_update=True)
 
 
-def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> dict[str, Any]:
+def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> WorldRow:
     """Create the world row with ``seed`` if there is none; return the (possibly older) row."""
     table = Base.metadata.tables["world_meta"]
     if session.execute(select(table.c.id).where(table.c.id == 1)).first() is None:
         rules = rules or default_rules()
         meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
         session.execute(table.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
-    return read_meta(session)
+    return read_world(session)
 
 
 @contextmanager

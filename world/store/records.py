@@ -26,6 +26,7 @@ from world.store.models import (
     StepRow,
     TaskRow,
 )
+from world.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,18 @@ def save_task(
 
 def get_task(*, session: Session, task_id: str) -> TaskRow | None:
     return session.get(TaskRow, task_id)
+
+
+def task_of(row: TaskRow) -> Task:
+    """The task a pool row holds."""
+    return Task.make(row.family, row.params)
+
+
+def episode_task(*, session: Session, episode: EpisodeRow) -> Task:
+    """The task an episode is doing (its row always exists: episodes reference it)."""
+    row = get_task(session=session, task_id=episode.task_id)
+    assert row is not None
+    return task_of(row)
 
 
 def list_tasks(

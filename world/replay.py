@@ -7,8 +7,9 @@ the live transaction did:
 - ``avatar_joined``: an avatar entered (``World.add_avatar``);
 - ``action``: an avatar acted (``engine.step`` with the logged, normalised text);
 - ``tick``: the heartbeat advanced the clock (``engine.heartbeat``);
-- ``episode_begun``: a task was sampled (with the logged key) and the avatar looked around;
-- ``goal_check``: the server evaluated a task's goal after a step;
+- ``episode_begun``: a task was sampled (with the logged key) and the avatar looked around
+  (``world.episodes.begin``);
+- ``goal_check``: a step checked its episode's goal (``world.episodes.advance``);
 - ``forge_drift``, ``recipe_discovered``, ``market_shift``, ``storm``, ``flood``: the forge
   changed the world (``world.world_events.apply_logged`` re-applies the logged payload).
 
