@@ -143,8 +143,8 @@ class BigWorldEnvironment(Environment):
         # OpenEnv reads this on its event loop: two primary-key reads, no world lock.
         if self._caller is None:
             return BigWorldState()
-        place = place_name = tick = None
-        with self.runtime.sessions() as session:
+        place = place_name = None
+        with refusals(), self.runtime.sessions() as session:
             world = World(SqlBackend(session))  # read only: never committed
             tick = world.tick
             if self._caller.avatar_id is not None:
