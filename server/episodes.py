@@ -147,8 +147,10 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
     started = time.perf_counter()
     now = time.time()
     with runtime.world_transaction() as (session, world_row):
-        episode = _owned(session, caller, episode_id)
-        recorded = records.get_step(session=session, episode_id=episode.id, step=index)
+        read = records.read_step(session=session, episode_id=episode_id, step=index)
+        episode = _owned(caller, episode_id, read.episode if read is not None else None)
+        assert read is not None  # _owned refused a missing episode
+        recorded = read.recorded
         if recorded is not None:
             if recorded.action != action:
                 raise Conflict(
@@ -170,27 +172,36 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
                 code="step_out_of_order",
                 details={"expected": expected},
             )
-        task = records.episode_task(session=session, episode=episode)
+        task = records.task_of(read.task)
         try:
             taken = episodes.advance(world, _rules_view(episode), task, action, index)
         except ActionError as exc:
             raise Unprocessable(str(exc), code="invalid_action") from exc
         distance = 0 if taken.success else _distance(runtime, world, task, episode.avatar_id)
         world.commit()
-        episode.last_step, episode.updated_at = index, now
+        records.update_episode(session=session, episode=episode, last_step=index, updated_at=now)
         if taken.ending is not None:
             _record_end(runtime, session, episode, taken.ending, world.tick, now)
-        row = records.add_step(
+        out = StepOut(
+            step=index,
+            observation=taken.result.observation,
+            admissible_actions=list(taken.result.admissible),
+            done=taken.done,
+            success=taken.success,
+            outcome=taken.outcome,
+            tick=taken.result.tick,
+        )
+        records.add_step(
             session=session,
             episode_id=episode.id,
             step=index,
             action=action,
-            observation=taken.result.observation,
-            admissible=list(taken.result.admissible),
-            tick=taken.result.tick,
-            done=taken.done,
-            success=taken.success,
-            outcome=taken.outcome,
+            observation=out.observation,
+            admissible=out.admissible_actions,
+            tick=out.tick,
+            done=out.done,
+            success=out.success,
+            outcome=out.outcome,
             policy_version=body.policy_version,
             prompt=body.prompt,
             completion=body.completion,
@@ -202,12 +213,14 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
         )
         session.commit()
     runtime.metrics.step(time.perf_counter() - started)
-    return step_out(row)
+    return out
 
 
 def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
     with runtime.world_transaction() as (session, world_row):
-        episode = _owned(session, caller, episode_id)
+        episode = _owned(
+            caller, episode_id, records.get_episode(session=session, episode_id=episode_id)
+        )
         _require_open(episode)
         world = World(SqlBackend(session, world_row), runtime.rules)
         _abandon(runtime, session, world, episode, time.time())
@@ -343,8 +356,8 @@ def _avatar_of(caller: Caller) -> str:
     return caller.avatar_id
 
 
-def _owned(session: Session, caller: Caller, episode_id: int) -> EpisodeRow:
-    episode = records.get_episode(session=session, episode_id=episode_id)
+def _owned(caller: Caller, episode_id: int, episode: EpisodeRow | None) -> EpisodeRow:
+    """``episode`` (read by id ``episode_id``) if the caller owns it: a 404 or 403 otherwise."""
     if episode is None:
         raise NotFound(f"no episode {episode_id}")
     if episode.agent_id != caller.id:

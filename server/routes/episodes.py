@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, status
+from fastapi import APIRouter, Body, Query, Response, status
 from sqlalchemy import select
 
 from server import episodes as service
@@ -50,8 +50,11 @@ def begin_episode(
 
 
 @router.post("/{episode_id}/steps", response_model=StepOut)
-def take_step(episode_id: IdPath, body: StepIn, runtime: RuntimeDep, caller: PolicyDep) -> StepOut:
-    return service.step(runtime, caller, episode_id, body)
+def take_step(episode_id: IdPath, body: StepIn, runtime: RuntimeDep, caller: PolicyDep) -> Response:
+    # Answered as JSON straight from the StepOut the service built: FastAPI would validate it
+    # again, in a second trip to the thread pool, before serialising it.
+    out = service.step(runtime, caller, episode_id, body)
+    return Response(out.model_dump_json(), media_type="application/json")
 
 
 @router.post("/{episode_id}/abandon", response_model=EpisodeOut)

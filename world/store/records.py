@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, case, func, select, update
+from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from world.store.models import (
     AgentRow,
+    Base,
     EpisodeRow,
     ExpertHintRow,
     ForgeDecisionRow,
@@ -197,16 +199,30 @@ def idle_episodes(*, session: Session, before: float) -> list[EpisodeRow]:
     )
 
 
+_EPISODES = Base.metadata.tables["episodes"]
+# The SET clause is the parameters' other keys (SQLAlchemy compiles each key set once).
+_EPISODE_UPDATE = update(_EPISODES).where(_EPISODES.c.id == bindparam("episode_id"))
+
+
+def update_episode(*, session: Session, episode: EpisodeRow, **values: Any) -> None:
+    """Write ``values`` to the episode's row with one Core UPDATE, and into ``episode`` as its
+    loaded state: steps write their episode without the cost of an ORM flush."""
+    session.connection().execute(_EPISODE_UPDATE, {"episode_id": episode.id, **values})
+    for key, value in values.items():
+        set_committed_value(episode, key, value)
+
+
 def end_episode(
     *, session: Session, episode: EpisodeRow, status: str, outcome: int, tick: int, now: float
 ) -> None:
-    episode.status, episode.outcome, episode.end_tick, episode.updated_at = (
-        status,
-        outcome,
-        tick,
-        now,
+    update_episode(
+        session=session,
+        episode=episode,
+        status=status,
+        outcome=outcome,
+        end_tick=tick,
+        updated_at=now,
     )
-    session.flush()
 
 
 def list_episodes(
@@ -225,12 +241,11 @@ def list_episodes(
 ) -> Page:
     stmt = select(EpisodeRow)
     if needs_votes is not None:
-        # Ended episodes with a step that has fewer than ``needs_votes`` judgments. Found
-        # through the ``min_votes`` index first: ordered by id, SQLite would rather walk
-        # every episode ever played.
-        short = select(EpisodeRow.id).where(EpisodeRow.min_votes < needs_votes)
+        # ended episodes with a step that has fewer than ``needs_votes`` judgments
         stmt = stmt.where(
-            EpisodeRow.id.in_(short), EpisodeRow.status != "open", EpisodeRow.last_step > 0
+            EpisodeRow.min_votes < needs_votes,
+            EpisodeRow.status != "open",
+            EpisodeRow.last_step > 0,
         )
     if policy_version is not None:
         used = select(StepRow.step).where(
@@ -256,11 +271,34 @@ def get_step(*, session: Session, episode_id: int, step: int) -> StepRow | None:
     return session.get(StepRow, (episode_id, step))
 
 
-def add_step(*, session: Session, **fields: Any) -> StepRow:
-    row = StepRow(**fields)
-    session.add(row)
-    session.flush()
-    return row
+@dataclass(frozen=True)
+class StepRead:
+    """What a step request needs to read, in one query: the episode, its task's row, and the
+    step of the index asked for when it is already recorded (a resend)."""
+
+    episode: EpisodeRow
+    task: TaskRow
+    recorded: StepRow | None
+
+
+_STEP_READ = (
+    select(EpisodeRow, TaskRow, StepRow)
+    .join(TaskRow, TaskRow.id == EpisodeRow.task_id)
+    .outerjoin(StepRow, (StepRow.episode_id == EpisodeRow.id) & (StepRow.step == bindparam("step")))
+    .where(EpisodeRow.id == bindparam("episode_id"))
+)
+
+
+def read_step(*, session: Session, episode_id: int, step: int) -> StepRead | None:
+    """Episode ``episode_id`` with its task and its recorded step ``step`` (None if no such
+    episode)."""
+    found = session.execute(_STEP_READ, {"episode_id": episode_id, "step": step}).first()
+    return None if found is None else StepRead(*found)
+
+
+def add_step(*, session: Session, **fields: Any) -> None:
+    """Store a step (a Core INSERT: the step path writes no ORM objects)."""
+    session.connection().execute(Base.metadata.tables["steps"].insert(), fields)
 
 
 def steps_of(*, session: Session, episode_id: int) -> list[StepRow]:
@@ -268,14 +306,6 @@ def steps_of(*, session: Session, episode_id: int) -> list[StepRow]:
         session.scalars(
             select(StepRow).where(StepRow.episode_id == episode_id).order_by(StepRow.step)
         )
-    )
-
-
-def touch_episode(*, session: Session, episode_id: int, last_step: int, now: float) -> None:
-    session.execute(
-        update(EpisodeRow)
-        .where(EpisodeRow.id == episode_id)
-        .values(last_step=last_step, updated_at=now)
     )
 
 
@@ -365,17 +395,9 @@ def pool_tasks(
     return list(session.scalars(stmt.order_by(TaskRow.id)))
 
 
-@dataclass(frozen=True)
-class KnownTasks:
-    """Whether a task id was ever admitted (any status), asked of the database one id at a
-    time: proposals must be new, and a cycle checks a few candidates, never every task."""
-
-    session: Session
-
-    def __contains__(self, task_id: object) -> bool:
-        return (
-            isinstance(task_id, str) and get_task(session=self.session, task_id=task_id) is not None
-        )
+def task_ids(*, session: Session) -> set[str]:
+    """Every task id ever admitted (any status): proposals must be new."""
+    return set(session.scalars(select(TaskRow.id)))
 
 
 def probe_count(*, session: Session, family: str) -> int:
@@ -397,18 +419,8 @@ def set_task_status(
 
 
 def episodes_begun(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
-    """Per task: episodes begun, open or ended (counted in the task index alone: a probe's
-    history grows as long as the world lives, and every draw asks)."""
-    begun = dict.fromkeys(task_ids, 0)
-    for chunk in _chunks(task_ids):
-        rows = session.execute(
-            select(EpisodeRow.task_id, func.count())
-            .where(EpisodeRow.task_id.in_(chunk))
-            .group_by(EpisodeRow.task_id)
-        )
-        for task_id, count in rows:
-            begun[task_id] = count
-    return begun
+    """Per task: episodes begun, open or ended."""
+    return {t: sum(c.values()) for t, c in task_stats(session=session, task_ids=task_ids).items()}
 
 
 def recent_rollouts(
@@ -418,22 +430,24 @@ def recent_rollouts(
     the policy version of its last step, its judged steps and the steps every vote of which
     was −1."""
     found: list[dict[str, Any]] = []
-    columns = (
-        EpisodeRow.id,
-        EpisodeRow.task_id,
-        EpisodeRow.avatar_id,
-        EpisodeRow.status,
-        EpisodeRow.last_step,
-        EpisodeRow.end_tick,
-    )
-    for task_id in sorted(task_ids):
-        # One walk down the task's index from its newest episode: what a cycle reads stays
-        # ``per_task`` rows a task however long the task has lived.
+    for chunk in _chunks(task_ids):
+        ranked = (
+            select(
+                EpisodeRow.id,
+                EpisodeRow.task_id,
+                EpisodeRow.avatar_id,
+                EpisodeRow.status,
+                EpisodeRow.last_step,
+                EpisodeRow.end_tick,
+                func.row_number()
+                .over(partition_by=EpisodeRow.task_id, order_by=EpisodeRow.id.desc())
+                .label("n"),
+            )
+            .where(EpisodeRow.task_id.in_(chunk), EpisodeRow.status != "open")
+            .subquery()
+        )
         rows = session.execute(
-            select(*columns)
-            .where(EpisodeRow.task_id == task_id, EpisodeRow.status != "open")
-            .order_by(EpisodeRow.id.desc())
-            .limit(per_task)
+            select(ranked).where(ranked.c.n <= per_task).order_by(ranked.c.task_id, ranked.c.n)
         )
         found += [dict(r._mapping) for r in rows]
     versions: dict[int, str | None] = {}
@@ -529,17 +543,14 @@ def list_decisions(
 PROPOSALS = ("task.harder", "task.easier")
 
 
-def last_proposals(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
-    """Per task of ``task_ids``: the cycle of its last proposal (any verdict)."""
-    out: dict[str, int] = {}
-    for chunk in _chunks(task_ids):
-        rows = session.execute(
-            select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
-            .where(ForgeDecisionRow.task_id.in_(chunk), ForgeDecisionRow.kind.in_(PROPOSALS))
-            .group_by(ForgeDecisionRow.task_id)
-        )
-        out.update({str(task_id): int(cycle) for task_id, cycle in rows})
-    return out
+def last_proposals(*, session: Session) -> dict[str, int]:
+    """Per task: the cycle of its last proposal (any verdict)."""
+    rows = session.execute(
+        select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
+        .where(ForgeDecisionRow.kind.in_(PROPOSALS), ForgeDecisionRow.task_id.is_not(None))
+        .group_by(ForgeDecisionRow.task_id)
+    ).tuples()
+    return {str(task_id): int(cycle) for task_id, cycle in rows}
 
 
 def proposals_of(*, session: Session, candidate_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
