@@ -295,7 +295,7 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
             number,
             traces=lambda ids: _traces(session, ids),
             suggestions=suggestions,
-            known=records.task_ids(session=session),
+            known=records.KnownTasks(session),
         )
         world.commit()
         stored = _write(session, rows, result, number, world.tick, now)
@@ -311,7 +311,7 @@ def _load(
     rows = records.pool_tasks(session=session, statuses=LIVE)
     pending = [r.id for r in rows if r.status == "pending"]
     proposals = records.proposals_of(session=session, candidate_ids=pending)
-    last = records.last_proposals(session=session)
+    last = records.last_proposals(session=session, task_ids=[r.id for r in rows])
     pool = [
         _pool_task(
             r,

@@ -214,6 +214,7 @@ class EpisodeRow(Base):
 
     __table_args__ = (
         Index("ix_episodes_min_votes", "min_votes"),
+        Index("ix_episodes_task_newest", "task_id", "id"),  # a task's newest rollouts
         # At most one open episode per avatar, enforced by the database as well.
         Index(
             "uq_episodes_open_avatar",
@@ -317,10 +318,13 @@ class ForgeDecisionRow(Base):
     tick: Mapped[int] = mapped_column(BigInteger, index=True)
     kind: Mapped[str] = mapped_column(String(32), index=True)
     task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the task judged
-    candidate_id: Mapped[str | None] = mapped_column(String(64))  # the variant proposed
+    candidate_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the variant
     verdict: Mapped[str] = mapped_column(String(16))
     evidence: Mapped[dict[str, Any]]
     created_at: Mapped[float] = mapped_column(Float)
+
+    # A pool task's last proposal, read from the index alone at every cycle.
+    __table_args__ = (Index("ix_forge_decisions_task_kind_cycle", "task_id", "kind", "cycle"),)
 
 
 class ForgeStateRow(Base):

@@ -241,11 +241,12 @@ def list_episodes(
 ) -> Page:
     stmt = select(EpisodeRow)
     if needs_votes is not None:
-        # ended episodes with a step that has fewer than ``needs_votes`` judgments
+        # Ended episodes with a step that has fewer than ``needs_votes`` judgments. Found
+        # through the ``min_votes`` index first: ordered by id, SQLite would rather walk
+        # every episode ever played.
+        short = select(EpisodeRow.id).where(EpisodeRow.min_votes < needs_votes)
         stmt = stmt.where(
-            EpisodeRow.min_votes < needs_votes,
-            EpisodeRow.status != "open",
-            EpisodeRow.last_step > 0,
+            EpisodeRow.id.in_(short), EpisodeRow.status != "open", EpisodeRow.last_step > 0
         )
     if policy_version is not None:
         used = select(StepRow.step).where(
@@ -395,9 +396,17 @@ def pool_tasks(
     return list(session.scalars(stmt.order_by(TaskRow.id)))
 
 
-def task_ids(*, session: Session) -> set[str]:
-    """Every task id ever admitted (any status): proposals must be new."""
-    return set(session.scalars(select(TaskRow.id)))
+@dataclass(frozen=True)
+class KnownTasks:
+    """Whether a task id was ever admitted (any status), asked of the database one id at a
+    time: proposals must be new, and a cycle checks a few candidates, never every task."""
+
+    session: Session
+
+    def __contains__(self, task_id: object) -> bool:
+        return (
+            isinstance(task_id, str) and get_task(session=self.session, task_id=task_id) is not None
+        )
 
 
 def probe_count(*, session: Session, family: str) -> int:
@@ -419,8 +428,18 @@ def set_task_status(
 
 
 def episodes_begun(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
-    """Per task: episodes begun, open or ended."""
-    return {t: sum(c.values()) for t, c in task_stats(session=session, task_ids=task_ids).items()}
+    """Per task: episodes begun, open or ended (counted in the task index alone: a probe's
+    history grows as long as the world lives, and every draw asks)."""
+    begun = dict.fromkeys(task_ids, 0)
+    for chunk in _chunks(task_ids):
+        rows = session.execute(
+            select(EpisodeRow.task_id, func.count())
+            .where(EpisodeRow.task_id.in_(chunk))
+            .group_by(EpisodeRow.task_id)
+        )
+        for task_id, count in rows:
+            begun[task_id] = count
+    return begun
 
 
 def recent_rollouts(
@@ -430,24 +449,22 @@ def recent_rollouts(
     the policy version of its last step, its judged steps and the steps every vote of which
     was −1."""
     found: list[dict[str, Any]] = []
-    for chunk in _chunks(task_ids):
-        ranked = (
-            select(
-                EpisodeRow.id,
-                EpisodeRow.task_id,
-                EpisodeRow.avatar_id,
-                EpisodeRow.status,
-                EpisodeRow.last_step,
-                EpisodeRow.end_tick,
-                func.row_number()
-                .over(partition_by=EpisodeRow.task_id, order_by=EpisodeRow.id.desc())
-                .label("n"),
-            )
-            .where(EpisodeRow.task_id.in_(chunk), EpisodeRow.status != "open")
-            .subquery()
-        )
+    columns = (
+        EpisodeRow.id,
+        EpisodeRow.task_id,
+        EpisodeRow.avatar_id,
+        EpisodeRow.status,
+        EpisodeRow.last_step,
+        EpisodeRow.end_tick,
+    )
+    for task_id in sorted(task_ids):
+        # One walk down the task's index from its newest episode: what a cycle reads stays
+        # ``per_task`` rows a task however long the task has lived.
         rows = session.execute(
-            select(ranked).where(ranked.c.n <= per_task).order_by(ranked.c.task_id, ranked.c.n)
+            select(*columns)
+            .where(EpisodeRow.task_id == task_id, EpisodeRow.status != "open")
+            .order_by(EpisodeRow.id.desc())
+            .limit(per_task)
         )
         found += [dict(r._mapping) for r in rows]
     versions: dict[int, str | None] = {}
@@ -543,14 +560,17 @@ def list_decisions(
 PROPOSALS = ("task.harder", "task.easier")
 
 
-def last_proposals(*, session: Session) -> dict[str, int]:
-    """Per task: the cycle of its last proposal (any verdict)."""
-    rows = session.execute(
-        select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
-        .where(ForgeDecisionRow.kind.in_(PROPOSALS), ForgeDecisionRow.task_id.is_not(None))
-        .group_by(ForgeDecisionRow.task_id)
-    ).tuples()
-    return {str(task_id): int(cycle) for task_id, cycle in rows}
+def last_proposals(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
+    """Per task of ``task_ids``: the cycle of its last proposal (any verdict)."""
+    out: dict[str, int] = {}
+    for chunk in _chunks(task_ids):
+        rows = session.execute(
+            select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
+            .where(ForgeDecisionRow.task_id.in_(chunk), ForgeDecisionRow.kind.in_(PROPOSALS))
+            .group_by(ForgeDecisionRow.task_id)
+        )
+        out.update({str(task_id): int(cycle) for task_id, cycle in rows})
+    return out
 
 
 def proposals_of(*, session: Session, candidate_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
