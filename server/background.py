@@ -1,6 +1,5 @@
-"""Work the server does on its own: ending idle episodes, the optional heartbeat, the
-forge's cycles (every ``forge_interval_s`` unless the forge is disabled; a paused forge skips)
-and, on glibc, handing freed heap memory back to the system every ``TRIM_EVERY_S``.
+"""Work the server does on its own: ending idle episodes, the optional heartbeat and the
+forge's cycles (every ``forge_interval_s`` unless the forge is disabled; a paused forge skips).
 
 All run as asyncio tasks for the app's lifetime and do their database work in a thread. A
 failing round is logged and retried at the next interval; the server keeps serving.
@@ -10,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,22 +17,6 @@ from server import episodes, forge
 from server.runtime import Runtime
 
 log = logging.getLogger("bigworld.server")
-
-TRIM_EVERY_S = 60.0
-
-
-def malloc_trim() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)``, or None where the C library has none (musl, macOS).
-
-    glibc keeps what a thread frees in that thread's arena for reuse, and a server's request
-    threads free in many arenas: its resident memory climbed for an hour of the soak while
-    what it held stayed flat (freed memory, not a leak). Trimming returns the free pages."""
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
 
 
 async def _every(seconds: float, work: Callable[[], object], name: str) -> None:
@@ -70,9 +51,6 @@ async def background_work(runtime: Runtime) -> AsyncIterator[None]:
                 )
             )
         )
-    trim = malloc_trim()
-    if trim is not None:
-        jobs.append(asyncio.create_task(_every(TRIM_EVERY_S, trim, "memory trim")))
     try:
         yield
     finally:

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from server import memory
 from server.settings import Settings
 
 OWN_COMMANDS = {"serve", "db", "report"}
@@ -361,6 +362,7 @@ def _create_agent(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    memory.keep_trimming()  # every command: the server and the agents alike
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
     own = (

@@ -1,4 +1,4 @@
-"""The server's memory trim hands back what request threads freed (glibc keeps it otherwise)."""
+"""The memory trim of every bigworld process hands back what a thread freed (glibc keeps it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from server.background import malloc_trim
+from server.memory import malloc_trim
 
 
 def _resident_mib() -> float:
