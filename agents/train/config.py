@@ -98,7 +98,10 @@ class TrainConfig:
             )
         low, high = self.accuracy_window
         if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"expected 0 <= low <= high <= 1, got {self.accuracy_window}")
+            raise ValueError(
+                f"expected accuracy_window (low, high) with 0 <= low <= high <= 1, got "
+                f"{self.accuracy_window}"
+            )
         if self.votes < 1 or self.min_group_size < 2 or self.group_size < self.min_group_size:
             raise ValueError(
                 "expected votes >= 1 and 2 <= min_group_size <= group_size, got "

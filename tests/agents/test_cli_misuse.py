@@ -128,7 +128,8 @@ MISUSES = [
     (
         ("train", "--policy", "{tmp}", "--mode", "outcome_only", "--token", "t")
         + ("--accuracy-window", "0.9", "0.1"),
-        "the training configuration's flags do not fit together: expected 0 <= low <= high",
+        "the training configuration's flags do not fit together: expected accuracy_window "
+        "(low, high) with 0 <= low <= high <= 1, got (0.9, 0.1)",
         2,
     ),
     (("train", "--policy", "{tmp}", "--threads", "x", "--token", "t"), "expected an integer", 2),
