@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from world.dynamics import segments
 from world.state import WorldMeta
-from world.store import read_meta
+from world.store import read_world
 from world.store.analysis import (
     HORIZON_WINDOWS,
     Decision,
@@ -458,7 +458,7 @@ def measure(
     """Read the history in ``scope`` with the store's analysis queries and compute every
     metric (the route and the report both call this; the SQL stays in the store).
     ``bucket_ticks`` ``None`` picks a round size; raises ``ValueError`` for too many buckets."""
-    tick = int(read_meta(session)["tick"])
+    tick = read_world(session).meta.tick
     first = scope.from_tick if scope.from_tick is not None else 0
     last = min(scope.to_tick, tick) if scope.to_tick is not None else tick
     bucket = choose_bucket(first, max(first, last), bucket_ticks)

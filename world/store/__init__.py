@@ -1,6 +1,6 @@
 """Persistence of the world in SQLite or PostgreSQL through SQLAlchemy 2.x (the only SQL in world/)."""
 
-from world.store.backend import SqlBackend, WorldRow, append_events, read_meta, read_world
+from world.store.backend import SqlBackend, WorldRow, append_events, read_world
 from world.store.database import (
     ensure_world,
     lock_world,
@@ -18,7 +18,6 @@ __all__ = [
     "ensure_world",
     "lock_world",
     "make_engine",
-    "read_meta",
     "read_world",
     "session_factory",
     "transaction",

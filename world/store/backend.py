@@ -200,12 +200,6 @@ def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
     return WorldRow.from_row(row)
 
 
-def read_meta(session: Session) -> dict[str, Any]:
-    """The world row's columns as a plain dict. Superseded by :func:`read_world`; kept while
-    ``server.learning`` still reads its tick this way."""
-    return read_world(session).values()
-
-
 def append_events(session: Session, row: WorldRow, events: Sequence[Event]) -> WorldRow:
     """Append events as one transaction group (the caller holds the world lock); returns the
     world row with the group's ``txn_seq`` and ``last_event_id``, for the caller to write."""
