@@ -52,7 +52,7 @@ test: install interop
 # The CPU benchmarks; bench/gpu_check.py needs a CUDA GPU and runs only where there is one.
 bench: install interop
 	for script in bench/world_bench.py bench/server_bench.py bench/agents_bench.py bench/scoring_bench.py \
-		bench/openenv_bench.py; do \
+		bench/history_bench.py bench/openenv_bench.py; do \
 		$(PYTHON) "$$script" || exit 1; \
 	done
 	if command -v nvidia-smi >/dev/null 2>&1; then $(PYTHON) bench/gpu_check.py; fi
