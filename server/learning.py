@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from world.dynamics import segments
-from world.state import WorldMeta
 from world.store import read_world
 from world.store.analysis import (
     HORIZON_WINDOWS,
@@ -33,6 +32,7 @@ from world.store.analysis import (
     StepVotes,
     load_history,
 )
+from world.values import WorldMeta
 
 DEFAULT_WINDOW = 10  # N: episodes per window for forgetting, transfer and world changes
 TARGET_BUCKETS = 40  # buckets over the range when the caller names no bucket size

@@ -8,13 +8,11 @@ season in between. An untouched thing costs nothing until it is next looked at.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from world.entities import Thing
 from world.rules import Rules, RulesVersion
-
-if TYPE_CHECKING:
-    from world.state import WorldMeta
+from world.values import WorldMeta
 
 FRESH = 100.0  # freshness of a just-made food, in percent
 ROOM, HOT, COLD = "room", "hot", "cold"

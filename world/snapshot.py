@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from world import dynamics
 from world.entities import Avatar, Place, Region, Thing, place_id, region_key, region_of
 from world.rules import Rules
-from world.state import ChangeSet, MemoryBackend, World, WorldMeta
+from world.state import MemoryBackend, World
+from world.values import ChangeSet, WorldMeta
 
 DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"}
 MAX_BETWEEN = 36  # regions: a wider rectangle between the avatar and a task is not copied

@@ -22,7 +22,6 @@ from server.learning import (
     totals,
 )
 from world.rules import RulesVersion
-from world.state import WorldMeta
 from world.store import make_engine, session_factory
 from world.store.analysis import (
     Decision,
@@ -33,6 +32,7 @@ from world.store.analysis import (
     StepVotes,
 )
 from world.store.models import ForgeDecisionRow, TaskRow
+from world.values import WorldMeta
 
 
 def run(task: str, results: str, *, start_id: int = 1, tick: int = 0, length: int = 5):

@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing, region_of
 from world.rules import RulesVersion
-from world.state import ChangeSet, Event, WorldMeta
 from world.store.errors import StoreError
 from world.store.models import (
     AvatarRow,
@@ -29,6 +28,7 @@ from world.store.models import (
     RegionRow,
     ThingRow,
 )
+from world.values import ChangeSet, Event, WorldMeta
 
 
 class SqlBackend:

@@ -19,10 +19,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from world.rules import Rules, default_rules
-from world.state import WorldMeta
 from world.store.backend import WorldRow, read_world
 from world.store.errors import StoreError
 from world.store.models import Base
+from world.values import WorldMeta
 
 WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
 
