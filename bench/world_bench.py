@@ -138,7 +138,7 @@ def bench_regions(cfg: Config) -> list[Row]:
 
 def bench_oracle(cfg: Config) -> list[Row]:
     try:
-        from world import oracle, tasks
+        from world import oracle, sampling, tasks
     except ImportError as exc:
         return [
             Row("oracle planning", "skipped", f"world.oracle/world.tasks not importable: {exc}")
@@ -156,7 +156,7 @@ def bench_oracle(cfg: Config) -> list[Row]:
             play(backend, 4, chooser)  # move the world on between tasks
             world = World(backend)
             try:
-                task = tasks.sample_task(world, avatar, key=f"bench:{family}:{i}", family=family)
+                task = sampling.sample_task(world, avatar, key=f"bench:{family}:{i}", family=family)
             except TaskError:
                 misses += 1
                 world.commit()

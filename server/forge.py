@@ -27,7 +27,7 @@ from forge.errors import ConfigError, LanguageModelError
 from forge.pool import PoolTask
 from server.errors import Conflict, Unprocessable
 from server.runtime import Runtime
-from world import rng, tasks
+from world import rng, sampling, tasks
 from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
@@ -204,7 +204,7 @@ def _fresh(
     if current is not None:
         with contextlib.suppress(TaskError):
             return _go_to_near(world, avatar, key, budget, current.hops, current.from_family)
-    return tasks.sample_task(world, avatar, key=key, family=family, budget=budget)
+    return sampling.sample_task(world, avatar, key=key, family=family, budget=budget)
 
 
 def _go_to_near(
@@ -214,12 +214,12 @@ def _go_to_near(
     none), carrying ``from_family`` when given."""
     for rung in range(hops, 1, -1):
         with contextlib.suppress(TaskError):
-            task = tasks.sample_task(
+            task = sampling.sample_task(
                 world, avatar, key=key, family="go_to", budget=budget, hops=rung
             )
             break
     else:
-        task = tasks.sample_task(world, avatar, key=key, family="go_to", budget=budget, hops=1)
+        task = sampling.sample_task(world, avatar, key=key, family="go_to", budget=budget, hops=1)
     if from_family is None:
         return task
     return tasks.Task.make("go_to", {**task.params, "from_family": from_family})

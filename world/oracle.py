@@ -40,8 +40,9 @@ from world.entities import Thing
 from world.rehearsal import Builder, Plan, Rehearsal, build_best, fetch_cost, open_cost
 from world.snapshot import Snapshot, usable_tools
 from world.state import World
-from world.tasks import DEFAULT_BUDGET, PLACE_CONDITION, Task, goal_met, satisfies
+from world.tasks import PLACE_CONDITION, Task, goal_met, satisfies
 
+DEFAULT_BUDGET = 4000  # search breadth a plan may take (candidates ranked plus actions simulated)
 VERB_FOR = {"clean_and_place": "clean", "heat_and_place": "heat", "cool_and_place": "cool"}
 
 

@@ -48,11 +48,11 @@ def apply_input(world: World, event: Mapping[str, Any]) -> None:
 
 
 def _apply_task_input(world: World, kind: str, actor: str, payload: Mapping[str, Any]) -> None:
-    from world import tasks  # imported here: only episode inputs need the task families
+    from world import sampling, tasks  # imported here: only episode inputs need the task families
 
     if kind == "episode_begun":
         if payload.get("key") is not None:
-            tasks.sample_task(world, actor, key=payload["key"], family=payload.get("family"))
+            sampling.sample_task(world, actor, key=payload["key"], family=payload.get("family"))
         engine.observe(world, actor)
     elif kind == "goal_check":
         tasks.goal_met(world, tasks.Task.from_spec(payload["task"]), actor)

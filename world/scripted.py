@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from world import oracle, rng
-from world.oracle import Plan
-from world.tasks import DEFAULT_BUDGET, Task
+from world.oracle import DEFAULT_BUDGET, Plan
+from world.tasks import Task
 
 if TYPE_CHECKING:
     from world.state import World

@@ -6,9 +6,7 @@ an object that was eaten or carried off by another avatar no longer counts. Pred
 change the world: they read through :mod:`world.tasks` peek helpers that neither settle lazy
 dynamics nor record changes (temperatures are judged as they would settle at the current tick).
 
-Tasks are instantiated against the current state near an avatar by :func:`sample_task`, which
-only returns tasks that do not already hold and that the oracle (:mod:`world.oracle`) proves
-solvable.
+Tasks are instantiated against the current state near an avatar by :mod:`world.sampling`.
 """
 
 from __future__ import annotations
@@ -19,9 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-
-from world import dynamics, rng
+from world import dynamics
 from world.entities import Avatar, Thing
 from world.errors import TaskError
 from world.rules import default_rules
@@ -289,80 +285,3 @@ GOALS: dict[str, Callable[[World, Task, str], bool]] = {
 def goal_met(world: World, task: Task, avatar_id: str) -> bool:
     """Whether the task's goal holds in the world now, for the avatar doing it. Changes nothing."""
     return GOALS[task.family](world, task, avatar_id)
-
-
-# -- instantiation -----------------------------------------------------------------------------
-DEFAULT_BUDGET = 4000
-# Candidate tasks handed to the oracle per family before giving up; crafting has few
-# candidates, and whether a recipe tree can be completed here is only known by planning it.
-TRIES = {"craft": 16}
-DEFAULT_TRIES = 6
-
-
-def instantiate(
-    world: World,
-    avatar_id: str,
-    family: str,
-    gen: np.random.Generator,
-    *,
-    budget: int = DEFAULT_BUDGET,
-    hops: int = 1,
-) -> Task | None:
-    """A task of ``family`` for the avatar in the current state, or None if none is found.
-
-    The task does not hold yet and the oracle has found a plan for it within ``budget``.
-    ``hops`` is go_to's only: its target lies exactly that many ``go to`` moves away.
-    """
-    # The planner's modules build on tasks, so they are imported when first needed.
-    from world import oracle
-    from world.candidates import candidates as propose
-    from world.snapshot import Snapshot
-
-    if family not in PARAMS:
-        raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
-    snap = Snapshot.of(world, avatar_id)
-    candidates = propose(snap, family, hops=hops)
-    order = [int(i) for i in gen.permutation(len(candidates))]
-    tries = 0
-    for index in order:
-        task = Task.make(family, candidates[int(index)])
-        if goal_met(world, task, avatar_id):
-            continue
-        tries += 1
-        if oracle.plan_in(snap, task, budget=budget) is not None:
-            return task
-        if tries >= TRIES.get(family, DEFAULT_TRIES):
-            break
-    return None
-
-
-def sample_task(
-    world: World,
-    avatar_id: str,
-    *,
-    key: str,
-    family: str | None = None,
-    budget: int = DEFAULT_BUDGET,
-    hops: int = 1,
-) -> Task:
-    """A task for the avatar, a pure function of (world seed, tick, avatar, key) and the state.
-
-    With ``family`` None, the families of DRAWN_FAMILIES are tried in a random order. ``hops``
-    applies to go_to alone (its target's distance in ``go to`` moves). Raises TaskError when
-    no task of the family (or of any family) can be made here now.
-    """
-    if family is not None and family not in PARAMS:
-        raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
-    if hops < 1:
-        raise TaskError(f"expected hops >= 1, got {hops}")
-    gen = rng.rng(world.seed, world.tick, f"avatar:{avatar_id}", f"task:{key}")
-    families = (
-        [family]
-        if family
-        else [DRAWN_FAMILIES[int(i)] for i in gen.permutation(len(DRAWN_FAMILIES))]
-    )
-    for name in families:
-        task = instantiate(world, avatar_id, name, gen, budget=budget, hops=hops)
-        if task is not None:
-            return task
-    raise TaskError(f"expected a solvable {family or 'task'} near avatar {avatar_id!r}, found none")

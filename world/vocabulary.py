@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from world import engine, tasks
+from world import engine, sampling, tasks
 from world.errors import TaskError
 from world.rules import Rules, default_rules
 from world.scripted import RandomAgent
@@ -79,6 +79,6 @@ def market_texts(seed: int = 0, rules: Rules | None = None) -> Iterator[str]:
 def _task_texts(world: World, avatar_id: str, n: int) -> Iterator[str]:
     for family in tasks.FAMILIES:
         try:
-            yield tasks.sample_task(world, avatar_id, key=f"vocabulary-{n}", family=family).text
+            yield sampling.sample_task(world, avatar_id, key=f"vocabulary-{n}", family=family).text
         except TaskError:
             continue

@@ -6,7 +6,7 @@ import random
 
 from agents.policy_agent import ExplorerPolicy, Policy, RandomPolicy
 from agents.prompts import Turn, policy_prompt, prompt_task_and_actions
-from world import engine, tasks
+from world import engine, sampling, tasks
 from world.errors import TaskError
 from world.state import ORIGIN, MemoryBackend, World
 
@@ -54,7 +54,7 @@ def _play(policy: Policy, family: str, episodes: int, budget: int = 40) -> int:
     while played < episodes:
         world = World(backend)
         try:
-            task = tasks.sample_task(world, "a", key=f"explorer-{rng.random()}", family=family)
+            task = sampling.sample_task(world, "a", key=f"explorer-{rng.random()}", family=family)
         except TaskError:  # none near: walk on
             engine.step(world, "a", rng.choice(engine.observe(world, "a").admissible))
             world.commit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from forge.critic import Rollout
 from forge.pool import PoolTask
-from world import tasks
+from world import sampling, tasks
 from world.state import MemoryBackend, World
 
 AVATAR = "ann"
@@ -20,7 +20,7 @@ def fresh_world(seed: int = 3) -> World:
 
 
 def sample(world: World, family: str, key: str = "k") -> tasks.Task:
-    return tasks.sample_task(world, AVATAR, key=key, family=family)
+    return sampling.sample_task(world, AVATAR, key=key, family=family)
 
 
 def pooled(task: tasks.Task, **fields: object) -> PoolTask:

@@ -12,7 +12,7 @@ from forge.config import ForgeConfig
 from forge.cycle import CLIMB, DESCEND, DESCEND_IF_NONE, EASIER, HARDER, curriculum_move, run_cycle
 from forge.errors import ConfigError
 from forge.pool import PoolTask
-from world import oracle, tasks
+from world import oracle, sampling, tasks
 from world.snapshot import Snapshot
 from world.state import World
 
@@ -25,7 +25,7 @@ def _cycle(world: World, pool: list[PoolTask], accuracy: dict[str, float], numbe
 
 
 def _go_to(world: World, hops: int, **params: object) -> tasks.Task:
-    task = tasks.sample_task(world, AVATAR, key="c", family="go_to", hops=hops)
+    task = sampling.sample_task(world, AVATAR, key="c", family="go_to", hops=hops)
     return tasks.Task.make("go_to", {**task.params, **params})
 
 

@@ -8,12 +8,12 @@ from forgekit import AVATAR, fresh_world
 
 from forge import mutate
 from forge.mutate import EASIER, HARDER
-from world import rng, tasks
+from world import rng, sampling, tasks
 from world.state import World
 
 
 def _go_to(world: World, hops: int) -> tasks.Task:
-    return tasks.sample_task(world, AVATAR, key="m", family="go_to", hops=hops)
+    return sampling.sample_task(world, AVATAR, key="m", family="go_to", hops=hops)
 
 
 def _propose(world: World, task: tasks.Task, way: str) -> mutate.Attempt | None:
