@@ -14,19 +14,16 @@ import importlib.util
 import logging
 import threading
 import time
-from contextvars import ContextVar
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
+from server.openenv import peer
 from server.runtime import Runtime
 
 log = logging.getLogger("bigworld.server")
 PREFIX = "/openenv"
-# The WebSocket's peer address, for the failed-authentication throttle (server.auth): OpenEnv
-# hands its environments no connection, so the mount passes the address to reset this way.
-peer: ContextVar[str] = ContextVar("openenv_peer", default="unknown")
 
 
 def mount(app: FastAPI, runtime: Runtime) -> None:
@@ -50,7 +47,7 @@ class LazyOpenEnv:
         if app is None:
             app = await asyncio.to_thread(self._build)
         client = scope.get("client")
-        peer.set(client[0] if client else "unknown")
+        peer.address.set(client[0] if client else "unknown")
         try:
             await app(scope, receive, send)
         except WebSocketDisconnect:

@@ -123,13 +123,13 @@ class BigWorldEnvironment(Environment):
         self._task: tuple[str, str] | None = None  # (task id, family)
 
     # OpenEnv calls the async methods when a subclass defines them, on its event loop, where
-    # the mount's ``peer`` is visible; the database work runs in the server's thread pool.
+    # the mount's ``peer.address`` is visible; the database work runs in the server's thread pool.
     async def reset_async(self, **kwargs: Any) -> BigWorldObservation:
-        address = peer.get()
+        address = peer.address.get()
         return await run_in_threadpool(functools.partial(self._reset, address, **kwargs))
 
     async def step_async(self, action: BigWorldAction, **kwargs: Any) -> BigWorldObservation:
-        address = peer.get()
+        address = peer.address.get()
         return await run_in_threadpool(self._step_with, address, action)
 
     def reset(self, **kwargs: Any) -> BigWorldObservation:
