@@ -22,9 +22,10 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from server.credentials import Caller
 from server.errors import Forbidden, RateLimited, Unauthorized
 from server.limits import retry_after
-from server.runtime import Caller, Runtime
+from server.runtime import Runtime
 from server.settings import Settings
 from world.store import records
 

@@ -10,13 +10,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from server.runtime import Caller
+from dataclasses import dataclass
 
 FAILURE_WINDOW_S = 60.0  # failures are counted over the last minute
 MAX_ENTRIES = 10_000  # callers or addresses remembered at once (memory stays bounded)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated agent behind a request."""
+
+    id: int
+    name: str
+    role: str
+    avatar_id: str | None
 
 
 class CallerCache:

@@ -10,8 +10,9 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 
 from server.auth import authenticate, check_role
+from server.credentials import Caller
 from server.errors import Unprocessable
-from server.runtime import Caller, Runtime
+from server.runtime import Runtime
 
 
 def get_runtime(request: Request) -> Runtime:

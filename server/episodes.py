@@ -17,8 +17,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from server import forge
+from server.credentials import Caller
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
-from server.runtime import Caller, Runtime
+from server.runtime import Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, oracle, tasks
 from world.errors import ActionError, TaskError

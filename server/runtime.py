@@ -22,16 +22,6 @@ from world.store import WorldRow, lock_world, make_engine, session_factory
 from world.store.database import WRITE_OPTION
 
 
-@dataclass(frozen=True)
-class Caller:
-    """The authenticated agent behind a request."""
-
-    id: int
-    name: str
-    role: str
-    avatar_id: str | None
-
-
 @dataclass
 class Runtime:
     settings: Settings

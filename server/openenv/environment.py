@@ -39,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server import episodes
 from server.auth import authenticate, check_role
+from server.credentials import Caller
 from server.errors import (
     ApiError,
     Conflict,
@@ -49,7 +50,7 @@ from server.errors import (
     install_error_handlers,
 )
 from server.openenv import peer
-from server.runtime import Caller, Runtime
+from server.runtime import Runtime
 from server.schemas import StepIn, StepOut
 from world.state import World
 from world.store import SqlBackend, StoreError, records
