@@ -25,6 +25,7 @@ COLOURS = {
     "integrated": (255, 127, 14),
     "integrated_rm": (44, 160, 44),
     "integrated_rm_forge": (214, 39, 40),
+    "trl": (148, 103, 189),  # bench/trl_grpo.py's TRL GRPOTrainer arm
 }
 
 
