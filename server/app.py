@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         async with background_work(runtime):
             yield
-        runtime.engine.dispose()
+        runtime.close()
 
     app = FastAPI(
         title="bigworld",

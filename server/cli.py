@@ -339,24 +339,32 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _create_agent(args: argparse.Namespace) -> int:
+    from sqlalchemy.orm import Session
+
     from server.accounts import register_agent
     from server.app import prepare_database
     from server.errors import ApiError
     from server.runtime import Runtime
+    from world.store import WorldRow
+    from world.store.models import AgentRow
 
     settings = _settings(args)
     prepare_data_dir(settings)
     runtime = Runtime.build(settings)
+
+    def work(session: Session, world_row: WorldRow) -> tuple[AgentRow, str]:
+        made = register_agent(session, world_row, runtime.rules, args.name, args.role)
+        session.commit()
+        return made
+
     try:
         prepare_database(runtime)
-        with runtime.world_transaction() as (session, world_row):
-            agent, token = register_agent(session, world_row, runtime.rules, args.name, args.role)
-            session.commit()
+        agent, token = runtime.world_transaction(work)
     except ApiError as exc:
         print(f"bigworld: {exc.message}", file=sys.stderr)
         return 1
     finally:
-        runtime.engine.dispose()
+        runtime.close()
     print(f"id: {agent.id}\nname: {agent.name}\nrole: {agent.role}\ntoken: {token}")
     return 0
 

@@ -1,12 +1,13 @@
 """Episodes as world transactions: begin, step, abandon, the idle reaper, the heartbeat and
 expert hints.
 
-Each call is one database transaction under the world lock (``Runtime.world_transaction``):
-load the rows it needs, apply the rules of an episode (``world.episodes``) to a World over the
-store, commit the world (state and events), write the episode's records, commit, answer.
-Holding the world lock before checking the step index makes a replayed or concurrent request
-see every step acknowledged before it, and hands out ticks in commit order, so a replay of
-the log is exact.
+Each call is one world transaction (``Runtime.world_transaction``, a function of the session
+and the world row run under the world lock): load the rows it needs, apply the rules of an
+episode (``world.episodes``) to a World over the store, commit the world (state and events),
+write the episode's records, commit, and answer once the writer has made it durable (it may
+share its commit with other requests). Holding the world lock before checking the step index
+makes a replayed or concurrent request see every step acknowledged before it, and hands out
+ticks in commit order, so a replay of the log is exact.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
-from world.store import SqlBackend, records
+from world.store import SqlBackend, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
 
 
@@ -60,7 +61,8 @@ def begin(
             f"expected a family in {list(tasks.FAMILIES)}, got {family!r}", code="unknown_family"
         )
     now = time.time()
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> EpisodeStarted:
         world = World(SqlBackend(session, world_row), runtime.rules)
         current = records.open_episode(session=session, avatar_id=avatar)
         if current is not None and _idle(runtime, current, now):
@@ -128,6 +130,8 @@ def begin(
             tick=world.tick,
         )
 
+    return runtime.world_transaction(work)
+
 
 def _requested(task_id: str | None, spec: dict[str, Any] | None) -> tasks.Task | None:
     """The task a begin's ``task`` spec describes (a 422 when invalid or given with an id)."""
@@ -147,7 +151,8 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
     index, action = body.step, body.action
     started = time.perf_counter()
     now = time.time()
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> StepOut:
         read = records.read_step(session=session, episode_id=episode_id, step=index)
         episode = _owned(caller, episode_id, read.episode if read is not None else None)
         assert read is not None  # _owned refused a missing episode
@@ -213,12 +218,15 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
             distance=distance,
         )
         session.commit()
+        return out
+
+    out = runtime.world_transaction(work)
     runtime.metrics.step(time.perf_counter() - started)
     return out
 
 
 def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
-    with runtime.world_transaction() as (session, world_row):
+    def work(session: Session, world_row: WorldRow) -> EpisodeRow:
         episode = _owned(
             caller, episode_id, records.get_episode(session=session, episode_id=episode_id)
         )
@@ -229,11 +237,14 @@ def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
         session.commit()
         return episode
 
+    return runtime.world_transaction(work)
+
 
 def reap_idle(runtime: Runtime) -> int:
     """End every open episode idle past the timeout as abandoned; returns how many."""
     now = time.time()
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> int:
         idle = records.idle_episodes(
             session=session, before=now - runtime.settings.episode_idle_timeout_s
         )
@@ -242,22 +253,28 @@ def reap_idle(runtime: Runtime) -> int:
             _abandon(runtime, session, world, episode, now)
         world.commit()
         session.commit()
-    return len(idle)
+        return len(idle)
+
+    return runtime.world_transaction(work)
 
 
 def heartbeat(runtime: Runtime) -> int:
     """Advance the world's tick by one, logged as a ``tick`` input; returns the new tick."""
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> int:
         world = World(SqlBackend(session, world_row), runtime.rules)
         tick = engine.heartbeat(world)
         world.commit()
         session.commit()
-    return tick
+        return tick
+
+    return runtime.world_transaction(work)
 
 
 def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
     """The oracle's next action for an open episode; every use is recorded."""
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> ExpertHint:
         episode = records.get_episode(session=session, episode_id=episode_id)
         if episode is None:
             raise NotFound(f"no episode {episode_id}")
@@ -278,6 +295,8 @@ def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
         )
         session.commit()
         return hint
+
+    return runtime.world_transaction(work)
 
 
 def _rules_view(episode: EpisodeRow) -> episodes.Episode:

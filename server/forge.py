@@ -31,7 +31,7 @@ from world import rng, sampling, tasks
 from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
-from world.store import SqlBackend, records
+from world.store import SqlBackend, WorldRow, records
 from world.store.models import ForgeDecisionRow, ForgeStateRow, TaskRow
 
 log = logging.getLogger("bigworld.server")
@@ -66,15 +66,18 @@ def peek_state(session: Session) -> tuple[bool, int, int, ForgeConfig]:
 
 
 def set_paused(runtime: Runtime, paused: bool) -> None:
-    with runtime.world_transaction() as (session, _meta):
+    def work(session: Session, _world_row: WorldRow) -> None:
         row, _ = state(session)
         row.paused = paused
         session.commit()
 
+    runtime.world_transaction(work)
+
 
 def update_config(runtime: Runtime, patch: object) -> ForgeConfig:
     """Apply a partial update; a bad one is a 422 and changes nothing."""
-    with runtime.world_transaction() as (session, _meta):
+
+    def work(session: Session, _world_row: WorldRow) -> ForgeConfig:
         row, config = state(session)
         try:
             new = config.updated(patch)
@@ -83,6 +86,8 @@ def update_config(runtime: Runtime, patch: object) -> ForgeConfig:
         row.config = new.to_json()
         session.commit()
         return new
+
+    return runtime.world_transaction(work)
 
 
 # -- the draw at episode begin -----------------------------------------------------------------
@@ -278,7 +283,8 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
         raise Conflict("the forge is disabled on this server", code="forge_disabled")
     suggestions = _ask_language_model(runtime)
     now = time.time()
-    with runtime.world_transaction() as (session, world_row):
+
+    def work(session: Session, world_row: WorldRow) -> list[ForgeDecisionRow]:
         row, config = state(session)
         if row.paused:
             if manual:
@@ -302,6 +308,8 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
         row.cycle, row.last_tick = number, world.tick
         session.commit()
         return stored
+
+    return runtime.world_transaction(work)
 
 
 def _load(

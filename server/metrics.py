@@ -1,4 +1,5 @@
-"""A small in-process Prometheus registry: request counts, step latencies, the world's tick.
+"""A small in-process Prometheus registry: request counts, step latencies, the group commit's
+batches, the world's tick.
 
 Kept dependency-free on purpose: the text exposition format is a few lines, and the server
 process stays small.
@@ -20,6 +21,8 @@ class Metrics:
         self.step_count = 0
         self.step_sum = 0.0
         self.episodes_ended: dict[str, int] = defaultdict(int)
+        self.world_commits = 0
+        self.world_transactions = 0  # committed together in world_commits commits
 
     def request(self, method: str, route: str, status: int) -> None:
         with self._lock:
@@ -32,6 +35,11 @@ class Metrics:
             for i, bound in enumerate(STEP_BUCKETS):
                 if seconds <= bound:
                     self.step_buckets[i] += 1
+
+    def world_commit(self, transactions: int) -> None:
+        with self._lock:
+            self.world_commits += 1
+            self.world_transactions += transactions
 
     def episode_ended(self, status: str) -> None:
         with self._lock:
@@ -63,6 +71,14 @@ class Metrics:
             ]
             for ended, n in sorted(self.episodes_ended.items()):
                 lines.append(f'bigworld_episodes_ended_total{{status="{ended}"}} {n}')
+            lines += [
+                "# HELP bigworld_world_commits_total Commits of world transactions (group commit).",
+                "# TYPE bigworld_world_commits_total counter",
+                f"bigworld_world_commits_total {self.world_commits}",
+                "# HELP bigworld_world_transactions_total World transactions run in those commits.",
+                "# TYPE bigworld_world_transactions_total counter",
+                f"bigworld_world_transactions_total {self.world_transactions}",
+            ]
         for name, value in sorted(gauges.items()):
             lines += [f"# TYPE bigworld_{name} gauge", f"bigworld_{name} {value}"]
         return "\n".join(lines) + "\n"

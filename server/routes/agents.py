@@ -5,20 +5,26 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, status
+from sqlalchemy.orm import Session
 
 from server.accounts import register_agent, revoke_agent
 from server.dependencies import AdminDep, RuntimeDep
 from server.routes.common import ERRORS, IdPath
 from server.schemas import AgentCreate, AgentCreated, AgentRevoked
+from world.store import WorldRow
+from world.store.models import AgentRow
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
 
 
 @router.post("", response_model=AgentCreated, status_code=status.HTTP_201_CREATED)
 def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> AgentCreated:
-    with runtime.world_transaction() as (session, world_row):
-        agent, token = register_agent(session, world_row, runtime.rules, body.name, body.role)
+    def work(session: Session, world_row: WorldRow) -> tuple[AgentRow, str]:
+        made = register_agent(session, world_row, runtime.rules, body.name, body.role)
         session.commit()
+        return made
+
+    agent, token = runtime.world_transaction(work)
     return AgentCreated(
         id=agent.id, name=agent.name, role=body.role, avatar_id=agent.avatar_id, token=token
     )
@@ -28,7 +34,8 @@ def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> Ag
 def revoke(agent_id: IdPath, runtime: RuntimeDep, _admin: AdminDep) -> AgentRevoked:
     """Revoke the agent's token: this process refuses it at once, every other within
     ``auth_cache_s``. The agent's row, name, avatar and history stay; a repeat is a no-op."""
-    with runtime.world_transaction() as (session, _meta):
+
+    def work(session: Session, _world_row: WorldRow) -> AgentRevoked:
         agent = revoke_agent(session, agent_id, time.time())
         assert agent.revoked_at is not None
         out = AgentRevoked(
@@ -39,5 +46,8 @@ def revoke(agent_id: IdPath, runtime: RuntimeDep, _admin: AdminDep) -> AgentRevo
             revoked_at=agent.revoked_at,
         )
         session.commit()
+        return out
+
+    out = runtime.world_transaction(work)
     runtime.callers.forget_agent(agent_id)
     return out

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server import episodes as service
 from server.dependencies import (
@@ -35,7 +36,7 @@ from server.schemas import (
     StepOut,
     StepRecord,
 )
-from world.store import records
+from world.store import WorldRow, records
 from world.store.models import EpisodeRow, JudgmentRow, TaskRow
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
@@ -159,7 +160,8 @@ def judge_steps(
             details={"votes_per_step": m, "votes": beyond},
         )
     now = time.time()
-    with runtime.world_transaction() as (session, _meta):
+
+    def work(session: Session, _world_row: WorldRow) -> JudgmentsAccepted:
         episode = records.get_episode(session=session, episode_id=episode_id)
         if episode is None:
             raise NotFound(f"no episode {episode_id}")
@@ -202,6 +204,8 @@ def judge_steps(
             duplicates=len(judgments) - len(made),
             judgments=[_judgment_out(j) for j in made],
         )
+
+    return runtime.world_transaction(work)
 
 
 @router.get("/{episode_id}/expert", response_model=ExpertHint)

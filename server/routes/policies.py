@@ -7,12 +7,13 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
+from sqlalchemy.orm import Session
 
 from server.dependencies import CallerDep, RuntimeDep, SessionDep, TrainerDep
 from server.errors import NotFound
 from server.routes.common import ERRORS, IdCursor, Limit
 from server.schemas import ModelKind, Page, PolicyIn, PolicyOut
-from world.store import records
+from world.store import WorldRow, records
 from world.store.models import PolicyRow
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"], responses=ERRORS)
@@ -34,7 +35,8 @@ def _out(row: PolicyRow) -> PolicyOut:
 @router.post("", response_model=PolicyOut, status_code=status.HTTP_201_CREATED)
 def register(body: PolicyIn, runtime: RuntimeDep, caller: TrainerDep) -> PolicyOut:
     """Register the next version of a model kind (versions count 1, 2, … per kind)."""
-    with runtime.world_transaction() as (session, world_row):  # serialises version numbers
+
+    def work(session: Session, world_row: WorldRow) -> PolicyOut:  # serialises version numbers
         row = records.add_policy(
             session=session,
             kind=body.kind,
@@ -48,6 +50,8 @@ def register(body: PolicyIn, runtime: RuntimeDep, caller: TrainerDep) -> PolicyO
         )
         session.commit()
         return _out(row)
+
+    return runtime.world_transaction(work)
 
 
 @router.get("/latest", response_model=PolicyOut)

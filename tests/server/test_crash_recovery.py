@@ -1,5 +1,6 @@
 """kill -9 of the server under load: every acknowledged step survives exactly once, the tick
-and the event log agree with the step rows, invariants hold, and the clients carry on."""
+and the event log agree with the step rows, invariants hold, and the clients carry on. The
+load is concurrent enough that steps share commits (group commit) when the server dies."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from harness import Api, ServerProcess
 from workload import Ack, Walker, check_history
@@ -21,6 +23,17 @@ def _wait_for(acks: list[Ack], count: int, walkers: list[Walker], timeout: float
         assert not problems, problems
         assert time.monotonic() < deadline, f"only {len(acks)} of {count} steps acknowledged"
         time.sleep(0.02)
+
+
+def _shared_commits(url: str) -> tuple[int, int]:
+    """(commits, world transactions they held) so far, from the server's /metrics."""
+    values = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        name, _, value = line.partition(" ")
+        values[name] = value
+    return int(values["bigworld_world_commits_total"]), int(
+        values["bigworld_world_transactions_total"]
+    )
 
 
 @pytest.mark.slow
@@ -40,6 +53,8 @@ def test_kill_9_mid_load_loses_and_duplicates_nothing(database_url: str, tmp_pat
         for walker in walkers:
             walker.start()
         _wait_for(acks, 80, walkers)
+        commits, transactions = _shared_commits(server.url)
+        assert commits < transactions, "the load never shared a commit"
         server.kill()
         phase[0] = 1
         time.sleep(0.3)

@@ -6,19 +6,20 @@ from world.store.database import (
     lock_world,
     make_engine,
     session_factory,
-    transaction,
 )
 from world.store.errors import StoreError
+from world.store.writer import Work, Writer
 
 __all__ = [
     "SqlBackend",
     "StoreError",
+    "Work",
     "WorldRow",
+    "Writer",
     "append_events",
     "ensure_world",
     "lock_world",
     "make_engine",
     "read_world",
     "session_factory",
-    "transaction",
 ]

@@ -5,16 +5,15 @@ acknowledged step survives a process kill and a power cut (``NORMAL`` survives t
 only). The sqlite3 driver's own transaction handling is switched off so that write
 transactions can start with ``BEGIN IMMEDIATE``: the write lock is then taken before anything
 is read, which serialises world transactions exactly like ``SELECT ... FOR UPDATE`` on the
-world row does on PostgreSQL.
+world row does on PostgreSQL. The server's world transactions take the lock once per batch of
+the group commit (:func:`begin_locked`, ``world.store.writer``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,6 +24,8 @@ from world.store.models import Base
 from world.values import WorldMeta
 
 WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
+_WORLD = Base.metadata.tables["world_meta"]
+_WORLD_LOCK = select(_WORLD.c.id).where(_WORLD.c.id == 1).with_for_update()
 
 
 def make_engine(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 20) -> Engine:
@@ -70,7 +71,8 @@ def is_sqlite(session: Session) -> bool:
 
 
 def lock_world(session: Session) -> WorldRow:
-    """Take the world's write lock for the rest of this transaction and return its row.
+    """Take the world's write lock for the rest of this session's transaction and return its
+    row (for tools and tests; the server's world transactions go through the writer).
 
     Must be the session's first statement: on SQLite the lock is the transaction itself
     (``BEGIN IMMEDIATE``); on PostgreSQL it is a row lock on the world row. Every transaction
@@ -83,25 +85,20 @@ def lock_world(session: Session) -> WorldRow:
     return read_world(session, for_update=True)
 
 
+def begin_locked(conn: Connection) -> None:
+    """Begin ``conn``'s transaction holding the world lock, as :func:`lock_world` does for a
+    session: the group commit's batch (``world.store.writer``) runs its savepoints inside it.
+    On PostgreSQL the row lock is taken here, outside every savepoint, because rolling back a
+    savepoint that took a row lock gives the lock up."""
+    conn.execution_options(**{WRITE_OPTION: True})
+    conn.begin()
+    conn.execute(_WORLD_LOCK)
+
+
 def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> WorldRow:
     """Create the world row with ``seed`` if there is none; return the (possibly older) row."""
-    table = Base.metadata.tables["world_meta"]
-    if session.execute(select(table.c.id).where(table.c.id == 1)).first() is None:
+    if session.execute(select(_WORLD.c.id).where(_WORLD.c.id == 1)).first() is None:
         rules = rules or default_rules()
         meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
-        session.execute(table.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
+        session.execute(_WORLD.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
     return read_world(session)
-
-
-@contextmanager
-def transaction(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
-    """A session whose transaction commits on success and rolls back on error."""
-    with factory() as session:
-        if write:
-            lock_world(session)
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
