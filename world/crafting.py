@@ -12,9 +12,8 @@ from typing import Any
 from world import dynamics
 from world.actions import Action
 from world.entities import Thing
-from world.rehearsal import Builder, Impossible, Plan, Rehearsal, build_best
+from world.rehearsal import Builder, Goal, Impossible, Plan, Rehearsal, build_best
 from world.snapshot import Snapshot, usable_tools
-from world.tasks import Task
 
 
 @dataclass
@@ -103,9 +102,7 @@ def expand(snap: Snapshot, item: str, prefer_loose: bool) -> Needs | None:
     return needs if need(item, 1, top=True) else None
 
 
-def _craft_builder(task: Task, needs: Needs) -> Builder:
-    item = task.params["item"]
-
+def _craft_builder(item: str, needs: Needs) -> Builder:
     def build(sim: Rehearsal) -> None:
         rules, snap = sim.snap.rules, sim.snap
         keep = {item, *needs.crafts, *(snap.things[i].type for i in needs.takes)}
@@ -198,8 +195,9 @@ def _craft_builder(task: Task, needs: Needs) -> Builder:
     return build
 
 
-def plan_craft(snap: Snapshot, task: Task, budget: int) -> Plan | None:
-    item = task.params["item"]
+def plan_craft(snap: Snapshot, item: str, goal: Goal, budget: int) -> Plan | None:
+    """A plan that crafts ``item`` until ``goal`` holds (the recipe tree expanded with lying
+    units first and with sub-recipes first, the shorter built), or None."""
     if item not in snap.rules.recipes:
         return None
     options: list[tuple[float, Builder]] = []
@@ -212,5 +210,5 @@ def plan_craft(snap: Snapshot, task: Task, budget: int) -> Plan | None:
                 + sum(needs.crafts.values())
                 + sum(g[1] for g in needs.gathers)
             )
-            options.append((estimate, _craft_builder(task, needs)))
-    return build_best(snap, task, options, budget, len(options))
+            options.append((estimate, _craft_builder(item, needs)))
+    return build_best(snap, goal, options, budget, len(options))

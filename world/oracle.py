@@ -37,7 +37,7 @@ from world.actions import Action
 from world.candidates import STATION_FOR
 from world.crafting import plan_craft
 from world.entities import Thing
-from world.rehearsal import Builder, Plan, Rehearsal, build_best, fetch_cost, open_cost
+from world.rehearsal import Builder, Goal, Plan, Rehearsal, build_best, fetch_cost, open_cost
 from world.snapshot import Snapshot, usable_tools
 from world.state import World
 from world.tasks import PLACE_CONDITION, Task, goal_met, satisfies
@@ -118,7 +118,7 @@ def _place_one(snap: Snapshot, task: Task, budget: int) -> Plan | None:
                     + 1
                 )
                 options.append((trips, _place_builder(task, [first.id, second.id], None)))
-    return build_best(snap, task, options, budget, len(options))
+    return build_best(snap, _goal(task), options, budget, len(options))
 
 
 def _place_builder(
@@ -169,7 +169,7 @@ def _examine(snap: Snapshot, task: Task, budget: int) -> Plan | None:
                 sim.do(Action("use", light.label))
 
         options.append((cost, build))
-    return build_best(snap, task, options, budget, len(options))
+    return build_best(snap, _goal(task), options, budget, len(options))
 
 
 def _cooperate(snap: Snapshot, task: Task, budget: int) -> Plan | None:
@@ -193,7 +193,7 @@ def _cooperate(snap: Snapshot, task: Task, budget: int) -> Plan | None:
             sim.do(Action("give", thing.label, other.name.lower()))
 
         options.append((cost, build))
-    return build_best(snap, task, options, budget, len(options))
+    return build_best(snap, _goal(task), options, budget, len(options))
 
 
 def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
@@ -233,7 +233,7 @@ def _gather(snap: Snapshot, task: Task, budget: int) -> Plan | None:
                 + 1
             )
             options.append((cost, _gather_builder(task, resource.id, tool.id, missing)))
-    return build_best(snap, task, options, budget, len(options))
+    return build_best(snap, _goal(task), options, budget, len(options))
 
 
 def _gather_builder(
@@ -268,17 +268,21 @@ def _go_to(snap: Snapshot, task: Task, budget: int) -> Plan | None:
     def build(sim: Rehearsal) -> None:
         sim.goto(place)
 
-    return build_best(snap, task, [(snap.dist(snap.me.place, place), build)], budget, 1)
+    return build_best(snap, _goal(task), [(snap.dist(snap.me.place, place), build)], budget, 1)
 
 
 PLANNERS: dict[str, Callable[[Snapshot, Task, int], Plan | None]] = {
     **{family: _place_one for family in PLACE_CONDITION},
     "examine_in_light": _examine,
-    "craft": plan_craft,
+    "craft": lambda snap, task, budget: plan_craft(snap, task.params["item"], _goal(task), budget),
     "gather_and_deliver": _gather,
     "cooperate": _cooperate,
     "go_to": _go_to,
 }
+
+
+def _goal(task: Task) -> Goal:
+    return lambda world, avatar_id: goal_met(world, task, avatar_id)
 
 
 def _task_places(task: Task) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from world import dynamics, engine
 from world.actions import Action
 from world.entities import Thing
 from world.snapshot import Snapshot
-from world.tasks import Task, goal_met
+from world.state import World
 
 MAX_ACTIONS = 150  # longest plan the oracle builds
 BUILDS = 3  # candidates built (simulated) per task, best estimates first
@@ -151,10 +151,12 @@ class Rehearsal:
 
 
 Builder = Callable[[Rehearsal], None]
+# Whether a task's goal holds in a world for an avatar: what a family's plan is built towards.
+Goal = Callable[[World, str], bool]
 
 
 def build_best(
-    snap: Snapshot, task: Task, options: list[tuple[float, Builder]], budget: int, expanded: int
+    snap: Snapshot, goal: Goal, options: list[tuple[float, Builder]], budget: int, expanded: int
 ) -> Plan | None:
     """Build the best few options by estimate; return the shortest that reaches the goal."""
     options = sorted((o for o in options if o[0] < math.inf), key=lambda o: o[0])
@@ -171,9 +173,7 @@ def build_best(
             continue
         finally:
             expanded += len(sim.actions)
-        if goal_met(sim.world, task, snap.avatar_id) and (
-            best is None or len(sim.actions) < len(best)
-        ):
+        if goal(sim.world, snap.avatar_id) and (best is None or len(sim.actions) < len(best)):
             best = list(sim.actions)
     return None if best is None else Plan(tuple(best), expanded)
 
