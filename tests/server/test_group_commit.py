@@ -59,8 +59,8 @@ def commits(runtime: Runtime) -> list[int]:
 
 
 class Player:
-    """A policy agent with an open episode, stepping it with ``look`` (which ends it only at
-    its step budget; then it begins the next)."""
+    """A policy agent stepping its episode with ``look``, which ends an episode only at its
+    step budget; the next step then begins another first."""
 
     def __init__(self, runtime: Runtime, name: str) -> None:
         def work(session: Session, world_row: WorldRow) -> Caller:
@@ -70,18 +70,19 @@ class Player:
 
         self.runtime = runtime
         self.caller = runtime.world_transaction(work)
-        self.episode = episodes.begin(runtime, self.caller, None, "go_to").episode_id
-        self.index = 0
+        self.episode, self.index = self._begin(), 0
         self.answers: list[StepOut] = []
 
+    def _begin(self) -> int:
+        return episodes.begin(self.runtime, self.caller, None, "go_to").episode_id
+
     def step(self, index: int | None = None) -> StepOut:
+        if self.answers and self.answers[-1].done:
+            self.episode, self.index = self._begin(), 0
         body = StepIn(step=index or self.index + 1, action="look")
         out = episodes.step(self.runtime, self.caller, self.episode, body)
         self.answers.append(out)
         self.index = out.step
-        if out.done:
-            self.episode = episodes.begin(self.runtime, self.caller, None, "go_to").episode_id
-            self.index = 0
         return out
 
 
@@ -126,10 +127,17 @@ def _together(runtime: Runtime, calls: list[Callable[[], Any]]) -> list[Any]:
 def test_queued_steps_share_one_commit(runtime: Runtime, commits: list[int]) -> None:
     players = [Player(runtime, f"p{i}") for i in range(CLIENTS)]
     before = _tick(runtime)
+    answered: list[int] = []  # steps already answered, at each commit
+
+    def count(_conn: Any) -> None:
+        answered.append(sum(len(p.answers) for p in players))
+
+    event.listen(runtime.engine, "commit", count)
     commits.clear()
     answers = _together(runtime, [p.step for p in players])
     assert all(isinstance(a, StepOut) for a in answers), answers
     assert len(commits) == 2, f"{len(commits)} commits: expected the hold's, then one for all"
+    assert answered == [0, 0], "a step was answered before its commit"
     assert sorted(a.tick for a in answers) == list(range(before + 1, before + CLIENTS + 1))
     assert _tick(runtime) == before + CLIENTS
 
