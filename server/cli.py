@@ -370,7 +370,7 @@ def _create_agent(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    memory.keep_trimming()  # every command: the server and the agents alike
+    memory.configure()  # every command, before any thread: the server and the agents alike
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
     own = (

@@ -23,6 +23,10 @@ from world.store.errors import StoreError
 from world.store.models import Base
 from world.values import WorldMeta
 
+# All SQLite connections of the process together keep at most this much (page caches first;
+# a soft limit, process-wide): each connection's cache otherwise grows to 2 MiB as it reads,
+# so the memory of a server grew with every pool connection that a burst of requests opened.
+SQLITE_HEAP_LIMIT = 8 * 2**20
 WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
 _WORLD = Base.metadata.tables["world_meta"]
 _WORLD_LOCK = select(_WORLD.c.id).where(_WORLD.c.id == 1).with_for_update()
@@ -54,6 +58,7 @@ def _configure_sqlite(engine: Engine, synchronous: str) -> None:
         cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute(f"PRAGMA soft_heap_limit={SQLITE_HEAP_LIMIT}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
