@@ -138,10 +138,10 @@ def bench_regions(cfg: Config) -> list[Row]:
 
 def bench_oracle(cfg: Config) -> list[Row]:
     try:
-        from world import oracle, sampling, tasks
+        from world import families, oracle, sampling
     except ImportError as exc:
         return [
-            Row("oracle planning", "skipped", f"world.oracle/world.tasks not importable: {exc}")
+            Row("oracle planning", "skipped", f"world.oracle/world.sampling not importable: {exc}")
         ]
     from world.errors import TaskError
 
@@ -149,7 +149,7 @@ def bench_oracle(cfg: Config) -> list[Row]:
     play(backend, 300, random.Random(2))  # a world the avatars have already disturbed
     rows = []
     chooser = random.Random(3)
-    for family in tasks.FAMILIES:
+    for family in families.FAMILIES:
         times, lengths, expanded, misses = [], [], [], 0
         for i in range(cfg.tasks_per_family):
             avatar = AVATARS[i % len(AVATARS)]

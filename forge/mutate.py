@@ -1,23 +1,15 @@
 """The programmatic rewriter: harder or easier variants of a task, per family.
 
-Variants change one thing about a task, along the axes each family's parameters have:
-
-- place families (pick/clean/heat/cool-and-place, pick-two): another receptacle (farther,
-  closed, in the next region) or another object type (rarer, farther away), or a step along
-  the family ladder (pick-and-place ↔ clean/heat/cool-then-place, pick-two-and-place);
-- examine-in-light: another object type or another lamp;
-- craft: another item, with a longer or shorter recipe chain;
-- gather-and-deliver: one unit more or fewer, another resource, another receptacle (across
-  regions);
-- cooperate: another object type to hand over;
-- go_to: a target one hop nearer or farther, or else a looser or tighter step budget.
+Variants change one thing about a task, along the axes its family's parameters have: each
+family lists its neighbours (:meth:`world.families.family.Family.neighbours`), harder and easier
+alike, and estimates their plan lengths (:meth:`~world.families.family.Family.estimate`).
 
 Below and above them runs the curriculum (:func:`descend`, :func:`climb`): the easier
 neighbour of a family's easiest task is a go_to, and the harder neighbour of a go_to at the
 top hop count is a task of the family the curriculum came down from.
 
-Candidates come from the world's own candidate generator near the avatar that last rolled the
-task out, so every parameter names something that exists. A cheap estimate of each variant's
+Neighbours come from the family's own candidates near the avatar that last rolled the task
+out, so every parameter names something that exists. A cheap estimate of each variant's
 plan length orders them (nearest step in the asked direction first); the oracle then plans up
 to ``tries`` of them from the current state, and the variant whose real plan length is the
 smallest step beyond the parent's (longer for harder, shorter for easier) wins.
@@ -26,35 +18,21 @@ smallest step beyond the parent's (longer for harder, shorter for easier) wins.
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from world import oracle
-from world.candidates import STATION_FOR, candidates, go_to_candidates
-from world.entities import Thing
 from world.errors import TaskError, WorldError
+from world.families import DRAWN_FAMILIES, get_family
+from world.families.go_to import GO_TO
 from world.snapshot import Snapshot
 from world.state import World
-from world.tasks import DRAWN_FAMILIES, PLACE_CONDITION, Task, goal_met
+from world.tasks import Task, goal_met
 
 HARDER, EASIER = "harder", "easier"
-LADDER: dict[str, dict[str, tuple[str, ...]]] = {
-    HARDER: {
-        "pick_and_place": (
-            "clean_and_place",
-            "heat_and_place",
-            "cool_and_place",
-            "pick_two_and_place",
-        )
-    },
-    EASIER: {
-        f: ("pick_and_place",)
-        for f in ("clean_and_place", "heat_and_place", "cool_and_place", "pick_two_and_place")
-    },  # fmt: skip
-}
 # What a go_to climbs back to when no family is on record: the bottom of the place ladder.
 CLIMB_FAMILY = "pick_and_place"
 
@@ -79,32 +57,7 @@ class Attempt:
 
 def variants(snap: Snapshot, task: Task) -> list[Task]:
     """Every one-change variant of ``task`` near the snapshot's avatar (not yet checked)."""
-    p, family = task.params, task.family
-    if family == "go_to":
-        return _unique(task, _go_to_variants(snap, p))
-    found: list[dict[str, Any]] = []
-    families = [family]
-    shared: tuple[str, ...]
-    if family in PLACE_CONDITION:
-        shared = ("object", "receptacle")
-        families += [*LADDER[HARDER].get(family, ()), *LADDER[EASIER].get(family, ())]
-    elif family == "examine_in_light":
-        shared = ("object", "lamp")
-    elif family == "gather_and_deliver":
-        shared = ("resource", "receptacle")
-        for units in (p["units"] - 1, p["units"] + 1):
-            if units >= 1:
-                found.append({"family": family, "params": {**p, "units": units}})
-    elif family == "cooperate":
-        shared = ("avatar",)
-    else:  # craft: any other item
-        shared = ()
-    for c in candidates(snap, family):
-        if not shared or any(c.get(k) == p.get(k) for k in shared):
-            found.append({"family": family, "params": c})
-    for other in families[1:]:  # the ladder keeps every parameter
-        found.append({"family": other, "params": p})
-    return _unique(task, found)
+    return _unique(task, get_family(task.family).neighbours(snap, task.params))
 
 
 def _unique(task: Task, found: Iterable[dict[str, Any]]) -> list[Task]:
@@ -117,20 +70,6 @@ def _unique(task: Task, found: Iterable[dict[str, Any]]) -> list[Task]:
         if made.id != task.id:
             out.setdefault(made.id, made)
     return list(out.values())
-
-
-def _go_to_variants(snap: Snapshot, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Targets a hop nearer or farther (with their default budgets), and the same target with
-    the budget doubled or halved (never below the hops)."""
-    keep = {"from_family": p["from_family"]} if "from_family" in p else {}
-    for hops in (p["hops"] - 1, p["hops"] + 1):
-        if hops >= 1:
-            for c in go_to_candidates(snap, hops):
-                yield {"family": "go_to", "params": {**c, **keep}}
-    budget = p.get("budget", 2 * p["hops"])
-    for other in (2 * budget, max(p["hops"], budget // 2)):
-        if other != budget:
-            yield {"family": "go_to", "params": {**p, "budget": other}}
 
 
 def budget_step(parent: Task, variant: Task, direction: str) -> bool:
@@ -147,61 +86,8 @@ def budget_step(parent: Task, variant: Task, direction: str) -> bool:
 
 
 def estimate(snap: Snapshot, task: Task) -> float:
-    """A cheap guess at the plan length (moves, opens, station trips); inf if it cannot work."""
-    p, family = task.params, task.family
-    if family in PLACE_CONDITION:
-        target = snap.things.get(p["receptacle"])
-        if target is None:
-            return math.inf
-        costs = sorted(_fetch(snap, t, p["place"]) for t in _objects(snap, p["object"], target.id))
-        need = 2 if family == "pick_two_and_place" else 1
-        if len(costs) < need:
-            return math.inf
-        extra = 2.0 if family in STATION_FOR else 0.0
-        return sum(costs[:need]) + need * (1 + extra) + snap.closed(target.id)
-    if family == "examine_in_light":
-        lamp = snap.things.get(p["lamp"])
-        costs = [_fetch(snap, t, p["place"]) for t in _objects(snap, p["object"], None)]
-        if lamp is None or not costs:
-            return math.inf
-        return min(costs) + (0 if lamp.attrs.get("on") else 1)
-    if family == "craft":
-        recipe = snap.rules.recipes.get(p["item"])
-        if recipe is None:
-            return math.inf
-        return 3.0 * snap.rules.recipe_depth(p["item"]) + sum(recipe.inputs.values())
-    if family == "gather_and_deliver":
-        target = snap.things.get(p["receptacle"])
-        if target is None or p["resource_place"] not in snap.places:
-            return math.inf
-        here = snap.me.place
-        return (
-            snap.dist(here, p["resource_place"])
-            + p["units"]
-            + snap.dist(p["resource_place"], p["place"])
-            + snap.closed(target.id)
-            + 1
-        )
-    if family == "go_to":  # a rung's difficulty is its hops: it is handed out within them
-        reachable = math.isfinite(snap.dist(snap.me.place, p["place"]))
-        return float(p["hops"]) if reachable else math.inf
-    other = snap.avatars.get(p["avatar"])  # cooperate
-    costs = (
-        [_fetch(snap, t, other.place) for t in _objects(snap, p["object"], None)] if other else []
-    )
-    return min(costs) + 1 if costs else math.inf
-
-
-def _objects(snap: Snapshot, type_name: str, not_in: int | None) -> Iterable[Thing]:
-    for thing in (*snap.held(), *snap.loose(type_name)):
-        if thing.type == type_name and (not_in is None or thing.container != not_in):
-            yield thing
-
-
-def _fetch(snap: Snapshot, thing: Thing, goal: str) -> float:
-    """Moves to reach a thing (opening its container), then carry it to ``goal``."""
-    start = snap.where(thing)
-    return snap.dist(snap.me.place, start) + snap.closed(thing.container) + snap.dist(start, goal)
+    """A cheap guess at the plan length, the family's own; inf if it cannot work."""
+    return get_family(task.family).estimate(snap, task.params)
 
 
 def propose(
@@ -299,7 +185,7 @@ def descend(
     for rung in range(max(1, hops), 0, -1):
         found = [
             Task.make("go_to", {**c, "from_family": task.family})
-            for c in go_to_candidates(snap, rung)
+            for c in GO_TO.candidates(snap, rung)
         ]
         found = [t for t in found if t.id not in exclude]
         order = [int(i) for i in gen.permutation(len(found))]
@@ -335,7 +221,7 @@ def climb(
     except (ValueError, WorldError):
         return None, []
     made: dict[str, Task] = {}
-    for params in candidates(snap, family):
+    for params in get_family(family).candidates(snap, 1):
         try:
             variant = Task.make(family, params)
         except TaskError:

@@ -22,7 +22,7 @@ from server.credentials import Caller
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
-from world import engine, episodes, oracle, tasks
+from world import engine, episodes, families, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
 from world.store import SqlBackend, WorldRow, records
@@ -56,9 +56,9 @@ def begin(
     ``spec`` (added to the pool as requested when new), or one drawn from the forge's pool."""
     avatar = _avatar_of(caller)
     requested = _requested(task_id, spec)
-    if family is not None and family not in tasks.FAMILIES:
+    if family is not None and family not in families.FAMILIES:
         raise Unprocessable(
-            f"expected a family in {list(tasks.FAMILIES)}, got {family!r}", code="unknown_family"
+            f"expected a family in {list(families.FAMILIES)}, got {family!r}", code="unknown_family"
         )
     now = time.time()
 

@@ -10,17 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from world import oracle, rng
-from world.candidates import candidates as propose
 from world.errors import TaskError
+from world.families import DRAWN_FAMILIES, get_family
 from world.oracle import DEFAULT_BUDGET
 from world.snapshot import Snapshot
 from world.state import World
-from world.tasks import DRAWN_FAMILIES, FAMILIES, PARAMS, Task, goal_met
-
-# Candidate tasks handed to the oracle per family before giving up; crafting has few
-# candidates, and whether a recipe tree can be completed here is only known by planning it.
-TRIES = {"craft": 16}
-DEFAULT_TRIES = 6
+from world.tasks import Task, goal_met
 
 
 def instantiate(
@@ -37,10 +32,9 @@ def instantiate(
     The task does not hold yet and the oracle has found a plan for it within ``budget``.
     ``hops`` is go_to's only: its target lies exactly that many ``go to`` moves away.
     """
-    if family not in PARAMS:
-        raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
+    found = get_family(family)
     snap = Snapshot.of(world, avatar_id)
-    candidates = propose(snap, family, hops=hops)
+    candidates = list(found.candidates(snap, hops))
     order = [int(i) for i in gen.permutation(len(candidates))]
     tries = 0
     for index in order:
@@ -50,7 +44,7 @@ def instantiate(
         tries += 1
         if oracle.plan_in(snap, task, budget=budget) is not None:
             return task
-        if tries >= TRIES.get(family, DEFAULT_TRIES):
+        if tries >= found.tries:
             break
     return None
 
@@ -70,8 +64,8 @@ def sample_task(
     applies to go_to alone (its target's distance in ``go to`` moves). Raises TaskError when
     no task of the family (or of any family) can be made here now.
     """
-    if family is not None and family not in PARAMS:
-        raise TaskError(f"expected a family in {FAMILIES}, got {family!r}")
+    if family is not None:
+        get_family(family)  # an unknown family is a TaskError before anything is drawn
     if hops < 1:
         raise TaskError(f"expected hops >= 1, got {hops}")
     gen = rng.rng(world.seed, world.tick, f"avatar:{avatar_id}", f"task:{key}")

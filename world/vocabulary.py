@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from world import engine, sampling, tasks
+from world import engine, families, sampling
 from world.errors import TaskError
 from world.rules import Rules, default_rules
 from world.scripted import RandomAgent
@@ -77,7 +77,7 @@ def market_texts(seed: int = 0, rules: Rules | None = None) -> Iterator[str]:
 
 
 def _task_texts(world: World, avatar_id: str, n: int) -> Iterator[str]:
-    for family in tasks.FAMILIES:
+    for family in families.FAMILIES:
         try:
             yield sampling.sample_task(world, avatar_id, key=f"vocabulary-{n}", family=family).text
         except TaskError:

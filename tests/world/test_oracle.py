@@ -12,11 +12,12 @@ import pytest
 
 from world import engine, oracle
 from world.errors import TaskError
+from world.families import FAMILIES
 from world.oracle import Plan
 from world.sampling import sample_task
 from world.scripted import Agent, OracleAgent, RandomAgent
 from world.state import MemoryBackend, World
-from world.tasks import FAMILIES, Task, goal_met
+from world.tasks import Task, goal_met
 
 KITCHEN, LIVING_ROOM, BEDROOM = "0,0:2", "0,0:1", "0,0:4"
 

@@ -8,9 +8,10 @@ import pytest
 
 from world import engine, oracle
 from world.errors import TaskError
+from world.families import DRAWN_FAMILIES, FAMILIES
 from world.sampling import sample_task
 from world.state import World
-from world.tasks import DRAWN_FAMILIES, FAMILIES, Task, goal_met, step_budget
+from world.tasks import Task, goal_met, step_budget
 
 KITCHEN, BEDROOM, LIVING_ROOM = "0,0:2", "0,0:4", "0,0:1"
 

@@ -1,0 +1,47 @@
+"""The family contract, checked for every registered family: its candidates near an avatar
+make valid tasks with a text, the oracle's plan for one of them reaches the family's goal when
+it is played in the world, and its neighbours are specs of registered families."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from world import oracle
+from world.errors import TaskError
+from world.families import DRAWN_FAMILIES, FAMILIES, REGISTRY, get_family
+from world.sampling import sample_task
+from world.snapshot import Snapshot
+from world.tasks import Task, goal_met
+
+
+def test_the_registry_lists_each_family_once_under_its_name() -> None:
+    assert FAMILIES == tuple(REGISTRY)
+    assert all(REGISTRY[name].name == name for name in FAMILIES)
+    assert DRAWN_FAMILIES == tuple(name for name in FAMILIES if name != "go_to")
+    assert get_family("go_to") is REGISTRY["go_to"]
+    with pytest.raises(TaskError, match="expected a family in"):
+        get_family("juggle")
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_family_keeps_its_contract(sim, name: str) -> None:
+    family = get_family(name)
+    sim.join("b", "Bob")  # cooperate needs someone to hand things to
+    with sim.tx() as world:
+        task = sample_task(world, "a", key="contract", family=name)
+        snap = Snapshot.of(world, "a")
+        made = [Task.make(name, params) for params in family.candidates(snap, 1)]
+        assert task in made
+        assert all(t.text == family.describe(t.params) and t.text for t in made)
+        assert math.isfinite(family.estimate(snap, task.params))
+        specs = list(family.neighbours(snap, task.params))
+        assert specs and all(spec["family"] in REGISTRY for spec in specs)
+        assert not goal_met(world, task, "a")
+        found = oracle.plan(world, task, "a")
+    assert found is not None and found.actions
+    for action in found.actions:
+        assert sim.step("a", action).observation != "Nothing happens."
+    with sim.tx() as world:
+        assert goal_met(world, task, "a")
