@@ -73,6 +73,12 @@ def policy_prompt(
     return "\n".join(lines) + "\n"
 
 
+def first_observation_task(observation: str) -> str:
+    """The task of an episode's first observation, which ends ``"\n\nYour task is to: …"``
+    (as ALFWorld shows it, and as an OpenEnv reset answers it)."""
+    return observation.rpartition("\n\n" + TASK_LINE)[2]
+
+
 def prompt_task_and_actions(prompt: str) -> tuple[str, list[str]]:
     """The task and the recent actions a :func:`policy_prompt` shows, oldest first."""
     task, actions = "", []

@@ -44,11 +44,10 @@ from agents.backends import softmax_sample
 from agents.client import BigWorldClient
 from agents.models.tiny import candidate_scores, encode_candidates
 from agents.openenv_client import BigWorldAction, BigWorldOpenEnv
-from agents.prompts import TASK_LINE, Turn, policy_prompt, rank_completion
+from agents.prompts import Turn, first_observation_task, policy_prompt, rank_completion
 from agents.train.checkpoints import save_checkpoint
 from agents.train.config import TrainConfig
 
-TASK_SEPARATOR = "\n\n" + TASK_LINE  # the reset text is the first observation, then the task
 LOAD_TIMEOUT_S = 120.0  # seconds: a server's first /openenv request loads openenv-core
 
 
@@ -137,7 +136,7 @@ class WorldRollouts:
             ours = False
         state = env.state()
         first = result.observation
-        task = first.text.rpartition(TASK_SEPARATOR)[2]  # the prompt shows it on a line of its own
+        task = first_observation_task(first.text)
         text, admissible = first.text, first.admissible_actions
         history: list[Turn] = []
         moves: list[Move] = []

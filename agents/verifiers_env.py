@@ -38,12 +38,11 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from agents.openenv_client import BigWorldAction, BigWorldOpenEnv
-from agents.prompts import TASK_LINE, Turn, parse_choice, policy_prompt
+from agents.prompts import Turn, first_observation_task, parse_choice, policy_prompt
 
 __all__ = ["BigWorldEnv", "BigWorldTaskset", "load_environment"]
 TASKSET_ID = "bigworld-verifiers"  # the top-level module bigworld_verifiers re-exports this one
 
-TASK_SEPARATOR = "\n\n" + TASK_LINE  # the reset text is the first observation, then the task
 SYSTEM_PROMPT = (
     "You act in a persistent text world. Each message shows your task, what you see and the "
     "numbered actions you may take. Answer with the number of one action as \\boxed{k}."
@@ -128,17 +127,16 @@ class BigWorldEnv(vf.Env[BigWorldEnvConfig]):
         async with BigWorldOpenEnv(base_url=f"{data.url}/openenv") as env:
             result = await env.reset(token=data.token, family=data.family)
             first = result.observation
-            task_text = first.text.rpartition(TASK_SEPARATOR)[2]
+            task_text = first_observation_task(first.text)
             text, admissible = first.text, first.admissible_actions
             history: list[Turn] = []
             parse_failures = 0
             async with agents.player.interaction(task) as interaction:
-                segment = await interaction.turn(
-                    policy_prompt(task_text, history, text, admissible)
-                )
-                while not result.done:
-                    if segment.terminated:  # the agent's caps ended it; closing abandons it
-                        break
+                prompt = policy_prompt(task_text, history, text, admissible)
+                segment = await interaction.turn(prompt)
+                # a terminated segment (the agent's caps) ends the episode too: closing the
+                # session abandons it
+                while not segment.terminated:
                     answer = segment.last_reply or ""
                     parsed = parse_choice(answer, len(admissible))
                     parse_failures += not parsed.ok
@@ -147,22 +145,19 @@ class BigWorldEnv(vf.Env[BigWorldEnvConfig]):
                         BigWorldAction(
                             action=action,
                             policy_version=data.policy_version,
-                            prompt=policy_prompt(task_text, history, text, admissible),
+                            prompt=prompt,
                             completion=answer,
                             parse_failed=not parsed.ok,
                             mode="generate",
                         )
                     )
                     history.append(Turn(action, result.observation.text))
-                    text, admissible = (
-                        result.observation.text,
-                        result.observation.admissible_actions,
-                    )
                     if result.done:
                         break
-                    segment = await interaction.turn(
-                        policy_prompt(task_text, history, text, admissible)
-                    )
+                    text = result.observation.text
+                    admissible = result.observation.admissible_actions
+                    prompt = policy_prompt(task_text, history, text, admissible)
+                    segment = await interaction.turn(prompt)
         trace = interaction.trace
         outcome = 1.0 if (result.reward or 0) > 0 else -1.0
         trace.record_reward("outcome", outcome)

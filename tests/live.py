@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -135,3 +136,14 @@ def live_server(data_dir: Path, **kwargs: object) -> Iterator[LiveServer]:
         yield server
     finally:
         server.stop()
+
+
+def readme_snippets(heading: str, language: str) -> list[str]:
+    """The ``language`` code blocks of the README's section ``### heading`` (its text up to
+    the next heading), for tests that run them as a user would."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index(f"\n### {heading}\n")
+    end = min(
+        i for i in (readme.find("\n## ", start + 1), readme.find("\n### ", start + 1)) if i > 0
+    )
+    return re.findall(rf"```{language}\n(.*?)```", readme[start:end], flags=re.DOTALL)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live import LiveServer
+from live import ROOT, LiveServer, readme_snippets
 
 from agents.client import AgentCredentials, BigWorldClient
 
@@ -126,3 +128,40 @@ def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
     eos = tokenizer.eos_token_id
     for ids, logprobs in zip(out["completion_ids"], out["logprobs"], strict=True):
         assert ids[-1] == eos and len(logprobs) == len(ids) and max(logprobs) <= 0.0
+
+
+def test_readme_trl_snippet_runs(
+    server: LiveServer,
+    admin: BigWorldClient,
+    make_agent: Callable[..., AgentCredentials],
+    tmp_path: Path,
+) -> None:
+    (snippet,) = readme_snippets("TRL", "python")
+    player, trainer_agent = make_agent(), make_agent("trainer")
+    env = {
+        **os.environ,
+        "BIGWORLD_SERVER": server.url,
+        "BIGWORLD_TOKEN": player.token,
+        "BIGWORLD_TRAINER_TOKEN": trainer_agent.token,
+        "PYTHONPATH": str(ROOT),
+    }
+    ran = subprocess.run(
+        [sys.executable, "-c", snippet],
+        cwd=tmp_path,  # it writes its models under ./trl-run
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    played, _, version = ran.stdout.strip().splitlines()[-1].partition(" episodes, last version ")
+    assert int(played) >= 4 and version.isdigit()
+    ours = str(tmp_path.resolve())
+    registered = {str(p["version"]) for p in admin.policies(kind="policy") if ours in p["path"]}
+    assert version in registered and len(registered) == 5  # the start and 4 GRPO steps
+    played_under = {
+        s["policy_version"]
+        for row in admin.episodes(agent=player.id)
+        for s in admin.episode(row["id"])["steps"]
+    }
+    assert len(played_under) >= 2 and played_under <= registered

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live import LiveServer, free_port
+from live import LiveServer, free_port, readme_snippets
 
 from agents.client import AgentCredentials, BigWorldClient
 from agents.prompts import TASK_LINE
@@ -209,3 +209,28 @@ def test_reward_agents_votes_are_a_second_rubric_function(
     (trace,) = traces(tmp_path)
     assert trace["rewards"]["outcome"]["score"] == 1.0
     assert trace["rewards"]["votes"] == {"score": -1.0, "weight": 0.5}
+
+
+def test_readme_verifiers_snippets_run(
+    server: LiveServer,
+    admin: BigWorldClient,
+    make_agent: Callable[..., AgentCredentials],
+    oracle_endpoint: tuple[str, list[dict[str, Any]]],
+) -> None:
+    (command,) = readme_snippets("verifiers", "sh")
+    (snippet,) = readme_snippets("verifiers", "python")
+    player = make_agent()
+    env = {
+        **os.environ,
+        "BIGWORLD_SERVER": server.url,
+        "BIGWORLD_TOKEN": player.token,
+        "MODEL": "oracle",
+        "OPENAI_BASE_URL": oracle_endpoint[0],
+        "OPENAI_API_KEY": "local",
+    }
+    for argv in (["bash", "-c", command], [sys.executable, "-c", snippet]):
+        ran = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert ran.returncode == 0, (ran.stdout + ran.stderr)[-4000:]
+    assert "bigworld-go_to#3" in ran.stdout and "episode tasks" in ran.stdout
+    ended = [admin.episode(row["id"]) for row in admin.episodes(agent=player.id)]
+    assert [(e["status"], e["family"]) for e in ended] == [("succeeded", "go_to")] * 4
