@@ -13,16 +13,18 @@ plays the user's side of the conversation. Here the world plays it:
 - rewards: ``outcome``, the episode's (+1 succeeded, -1 failed), and, where reward agents
   judged its steps, ``votes``: the mean of their votes (each +1 or -1) over the judged steps,
   weighted ``lam`` (design §7's ``R = O + λ·mean S``). Judges vote after an episode ends, so
-  the environment waits up to ``votes_wait_s`` for them (0: never waits, no ``votes``).
+  the environment waits up to ``votes_wait_s`` for them (0: it looks once and does not wait).
 
 Run it with verifiers' own evaluation entry point, the model behind any OpenAI-compatible
 endpoint::
 
-    vf-eval bigworld-verifiers --env.taskset.url http://127.0.0.1:8000 \\
-        --env.taskset.token "$BIGWORLD_TOKEN" --env.taskset.family go_to -n 4 \\
-        -m my-model --client.base-url http://127.0.0.1:8001/v1 --no-push --no-rich
+    PATH="$PWD/.venv/bin:$PATH" vf-eval bigworld-verifiers \\
+        --env.taskset.url http://127.0.0.1:8000 --env.taskset.token "$BIGWORLD_TOKEN" \\
+        --env.taskset.family go_to --env.taskset.episodes 4 -m my-model \\
+        --client.base-url http://127.0.0.1:8001/v1 --client.api-key-var OPENAI_API_KEY \\
+        --no-push --no-rich
 
-or build it in Python with :func:`load_environment`. The model's turns run through verifiers'
+(``uv``, which prepares the harness, must be on ``PATH``), or build it in Python with :func:`load_environment`. The model's turns run through verifiers'
 ``null`` harness (a plain chat loop) in a local subprocess; no sandbox is needed.
 """
 
@@ -65,7 +67,7 @@ class BigWorldConfig(vf.TasksetConfig):
     lam: float = 1.0
     """λ: the weight of the reward agents' mean vote beside the outcome."""
     votes_wait_s: float = Field(0.0, ge=0.0)
-    """How long to wait after an episode for reward agents' votes (0: do not wait)."""
+    """How long to wait after an episode for reward agents' votes (0: look once, no wait)."""
 
 
 class BigWorldData(vf.TaskData):
