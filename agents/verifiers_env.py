@@ -24,8 +24,9 @@ endpoint::
         --client.base-url http://127.0.0.1:8001/v1 --client.api-key-var OPENAI_API_KEY \\
         --no-push --no-rich
 
-(``uv``, which prepares the harness, must be on ``PATH``), or build it in Python with :func:`load_environment`. The model's turns run through verifiers'
-``null`` harness (a plain chat loop) in a local subprocess; no sandbox is needed.
+or build it in Python with :func:`load_environment`. The model's turns run through verifiers'
+``null`` harness (a plain chat loop) in a local subprocess, which ``uv`` prepares: it must be
+on ``PATH``. No sandbox is needed.
 """
 
 from __future__ import annotations
