@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import ADMIN_TOKEN, REPO, Api, ServerProcess, db_state
+from harness import REPO, Api, ServerProcess, db_state
 
 if importlib.util.find_spec("openenv") is None:
     if os.environ.get("CI", "").lower() == "true":
@@ -57,11 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield proc
     finally:
         proc.stop()
-
-
-@pytest.fixture
-def admin(server: ServerProcess) -> Api:
-    return Api(server.url, ADMIN_TOKEN)
 
 
 _names = iter(range(1_000_000))
