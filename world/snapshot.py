@@ -103,10 +103,10 @@ class Snapshot:
             list(self.meta.versions),
         )
         backend.regions = dict(self.regions)
-        backend.places = dict(self.places)  # places are not changed by actions
         backend.save(
             ChangeSet(
                 meta=meta,
+                places=dict(self.places),  # shared: places are not changed by actions
                 things={i: copy_thing(t) for i, t in self.things.items()},
                 avatars={a.id: replace(a, attrs=dict(a.attrs)) for a in self.avatars.values()},
             )

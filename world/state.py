@@ -30,7 +30,7 @@ class Backend(Protocol):
 
     def load_meta(self) -> WorldMeta: ...
     def load_region(self, rx: int, ry: int) -> Region | None: ...
-    def load_place(self, place: str) -> Place | None: ...
+    def load_places_in(self, rx: int, ry: int) -> list[Place]: ...
     def load_things_at(self, place: str) -> list[Thing]: ...
     def load_inventory(self, avatar: str) -> list[Thing]: ...
     def load_thing(self, thing: int) -> Thing | None: ...
@@ -60,6 +60,7 @@ class World:
         self.meta = backend.load_meta()
         self._regions: dict[str, Region] = {}
         self._places: dict[str, Place] = {}
+        self._stored_places: dict[str, dict[str, Place]] = {}  # by region: one read for all
         self._things: dict[int, Thing] = {}
         self._avatars: dict[str, Avatar] = {}
         self._loaded_places: set[str] = set()  # places whose things are all loaded
@@ -159,11 +160,23 @@ class World:
         except ValueError as exc:
             raise UnknownEntityError(f"expected a place id like '0,0:3', got {place_id!r}") from exc
         self.region(rx, ry)
-        place = self._places.get(place_id) or self.backend.load_place(place_id)
+        place = self._places.get(place_id) or self._places_in(rx, ry).get(place_id)
         if place is None:
             raise UnknownEntityError(f"no place {place_id!r} in this world")
         self._places[place_id] = place
         return place
+
+    def _places_in(self, rx: int, ry: int) -> dict[str, Place]:
+        """The stored places of a region, read together the first time one is asked for (a
+        look lists the exits, and checks each place they lead to). Held apart from the places
+        this transaction asked for, which :meth:`loaded_place` answers."""
+        key = region_key(rx, ry)
+        stored = self._stored_places.get(key)
+        if stored is None:
+            stored = self._stored_places[key] = {
+                p.id: p for p in self.backend.load_places_in(rx, ry)
+            }
+        return stored
 
     # -- things ----------------------------------------------------------------------------
     def _adopt(self, things: Iterable[Thing]) -> None:
@@ -396,6 +409,7 @@ class MemoryBackend:
         self._at_place: dict[str, set[int]] = {}
         self._held: dict[str, set[int]] = {}
         self._where: dict[int, tuple[str | None, str | None]] = {}
+        self._in_region: dict[str, set[str]] = {}  # region key -> its place ids
 
     def clone(self) -> MemoryBackend:
         other = copy.copy(self)
@@ -408,6 +422,7 @@ class MemoryBackend:
         other._at_place = {k: set(v) for k, v in self._at_place.items()}
         other._held = {k: set(v) for k, v in self._held.items()}
         other._where = dict(self._where)
+        other._in_region = {k: set(v) for k, v in self._in_region.items()}
         return other
 
     def load_meta(self) -> WorldMeta:
@@ -416,8 +431,8 @@ class MemoryBackend:
     def load_region(self, rx: int, ry: int) -> Region | None:
         return self.regions.get(region_key(rx, ry))
 
-    def load_place(self, place: str) -> Place | None:
-        return self.places.get(place)
+    def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        return [self.places[p] for p in sorted(self._in_region.get(region_key(rx, ry), ()))]
 
     def load_things_at(self, place: str) -> list[Thing]:
         return [self.things[i] for i in self._at_place.get(place, ())]
@@ -446,6 +461,8 @@ class MemoryBackend:
         for region in changes.regions:
             self.regions[region.key] = region
         self.places.update(changes.places)
+        for place_id in changes.places:
+            self._in_region.setdefault(region_key(*region_of(place_id)), set()).add(place_id)
         self.avatars.update(changes.avatars)
         for thing_id in changes.removed:
             self._unindex(thing_id)

@@ -243,9 +243,10 @@ class CountingBackend(MemoryBackend):
         self.loaded.append(place)
         return super().load_things_at(place)
 
-    def load_place(self, place: str):  # type: ignore[no-untyped-def]
-        self.loaded.append(place)
-        return super().load_place(place)
+    def load_places_in(self, rx: int, ry: int):  # type: ignore[no-untyped-def]
+        places = super().load_places_in(rx, ry)
+        self.loaded.extend(p.id for p in places)
+        return places
 
 
 def test_storm_and_drift_leave_other_regions_untouched_until_they_are_looked_at() -> None:

@@ -87,9 +87,8 @@ class SqlBackend:
         rows = self._rows(RegionRow, "rx", "ry", rx=rx, ry=ry)
         return _region(rows[0]) if rows else None
 
-    def load_place(self, place: str) -> Place | None:
-        rows = self._rows(PlaceRow, "id", id=place)
-        return self._hand_place(rows[0]) if rows else None
+    def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        return [self._hand_place(r) for r in self._rows(PlaceRow, "rx", "ry", rx=rx, ry=ry)]
 
     def load_things_at(self, place: str) -> list[Thing]:
         return [self._hand_thing(r) for r in self._rows(ThingRow, "place", place=place)]

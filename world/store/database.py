@@ -94,10 +94,12 @@ def begin_locked(conn: Connection) -> None:
     """Begin ``conn``'s transaction holding the world lock, as :func:`lock_world` does for a
     session: the group commit's batch (``world.store.writer``) runs its savepoints inside it.
     On PostgreSQL the row lock is taken here, outside every savepoint, because rolling back a
-    savepoint that took a row lock gives the lock up."""
+    savepoint that took a row lock gives the lock up. On SQLite ``BEGIN IMMEDIATE`` is the
+    lock, and there is nothing to read."""
     conn.execution_options(**{WRITE_OPTION: True})
     conn.begin()
-    conn.execute(_WORLD_LOCK)
+    if conn.dialect.name != "sqlite":
+        conn.execute(_WORLD_LOCK)
 
 
 def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> WorldRow:
