@@ -12,8 +12,8 @@ the trainer leaves them out, as they carry no prompts.
 Every ``--interval`` seconds it samples, from ``/proc`` (Linux; psutil is in the venv only as
 another package's dependency, and ``/proc`` holds all that is needed), each process's resident
 memory, open file descriptors and threads, the database's size (file and WAL) and the probe's
-step latency over the window (p50, p95), and prints a row. At the end it fits the samples after
-the warm-up and judges them against the goals:
+step latency over the window (p50, p95) and the server's time by route (``/metrics``), and prints
+a row. At the end it fits the samples after the warm-up and judges them against the goals:
 
 - resident memory: slope within noise, at most ``RSS_SLOPE_MIB`` MiB per 10 minutes
   (``soak_figures``), each process;
@@ -47,10 +47,12 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from soak_figures import Sample, header, judge, plot, row, summary  # noqa: E402
+from soak_figures import Sample, header, judge, plot, routes, row, summary  # noqa: E402
 from world_bench import quantile  # noqa: E402
 
 from agents.client import BigWorldClient  # noqa: E402
@@ -163,12 +165,20 @@ class Probe:
 
 
 def sample(
-    t: float, children: list[Child], layout: Layout, probe: Probe, observer: BigWorldClient
+    t: float,
+    children: list[Child],
+    layout: Layout,
+    probe: Probe,
+    observer: BigWorldClient,
+    url: str,
 ) -> Sample:
     latencies, errors = probe.take()
     tick = None
     with contextlib.suppress(ClientError):
         tick = int(observer.world()["tick"])
+    routes: dict[str, list[float]] = {}
+    with contextlib.suppress(httpx.HTTPError):
+        routes = request_seconds(httpx.get(f"{url}/metrics", timeout=30).text)
     return {
         "t_s": round(t, 1),
         "tick": tick,
@@ -179,7 +189,23 @@ def sample(
         "probe_errors": errors,
         "p50_ms": quantile(latencies, 0.5) * 1e3 if latencies else None,
         "p95_ms": quantile(latencies, 0.95) * 1e3 if latencies else None,
+        "routes": routes,
     }
+
+
+def request_seconds(text: str) -> dict[str, list[float]]:
+    """The server's ``bigworld_request_seconds`` from /metrics: ``"METHOD route"`` ->
+    [seconds, requests], both counted since the server started."""
+    found: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if not line.startswith("bigworld_request_seconds_"):
+            continue
+        name, _, value = line.rpartition(" ")
+        part, _, labels = name.removeprefix("bigworld_request_seconds_").partition("{")
+        method = labels.split('method="', 1)[1].split('"', 1)[0]
+        route = labels.split('route="', 1)[1].rsplit('"', 1)[0]
+        found.setdefault(f"{method} {route}", [0.0, 0.0])[part == "count"] = float(value)
+    return found
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -244,7 +270,7 @@ def soak(args: argparse.Namespace, data: Path) -> tuple[list[Sample], list[str],
                     print("soak: stopped by a signal", flush=True)
                     break
                 samples.append(
-                    sample(time.monotonic() - started, everyone, layout, probe, observer)
+                    sample(time.monotonic() - started, everyone, layout, probe, observer, url)
                 )
                 print(row(samples[-1]), flush=True)
                 dead = [c.name for c in everyone if not c.alive]
@@ -306,6 +332,8 @@ def main() -> int:
     if samples:
         plot(samples, warmup_s, args.out / "soak.png")
     for line in summary(fits, leftover):
+        print(line)
+    for line in routes(samples, warmup_s):
         print(line)
     print(f"soak: wrote {args.out / 'soak.json'}" + (" and soak.png" if samples else ""))
     if args.keep or dead or leftover:

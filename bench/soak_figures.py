@@ -137,6 +137,31 @@ def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
     return lines
 
 
+def routes(samples: list[Sample], warmup_s: float) -> list[str]:
+    """Where the server's time went, by route: the mean answer time over the first and the
+    last quarter of the samples after the warm-up (from /metrics), busiest routes first. Not
+    judged; it says which requests grew slower as the world's history grew."""
+    kept = [s for s in samples if s["t_s"] >= warmup_s and s.get("routes")]
+    if len(kept) < 8:
+        return []
+    q = len(kept) // 4
+    spans = [(kept[0], kept[q]), (kept[-q - 1], kept[-1])]
+
+    def mean_ms(a: Sample, b: Sample, route: str) -> tuple[float | None, float]:
+        s0, n0 = a["routes"].get(route, [0.0, 0.0])
+        s1, n1 = b["routes"].get(route, [0.0, 0.0])
+        return ((s1 - s0) / (n1 - n0) * 1e3 if n1 > n0 else None), s1 - s0
+
+    lines = [f"  {'route (mean ms: first quarter -> last)':<52} {'first':>8} {'last':>8} {'s':>7}"]
+    busiest = sorted(kept[-1]["routes"], key=lambda r: -mean_ms(kept[0], kept[-1], r)[1])
+    for route in busiest[:12]:
+        (first, _), (last, _) = (mean_ms(a, b, route) for a, b in spans)
+        total = mean_ms(kept[0], kept[-1], route)[1]
+        shown = [("-" if v is None else f"{v:.1f}") for v in (first, last)]
+        lines.append(f"  {route[:52]:<52} {shown[0]:>8} {shown[1]:>8} {total:>7.0f}")
+    return lines
+
+
 def plot(samples: list[Sample], warmup_s: float, path: Path) -> None:
     """RSS, fds and threads per process, database size and step latency over the run."""
     import matplotlib

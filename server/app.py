@@ -48,7 +48,8 @@ def _prepare_world(runtime: Runtime) -> None:
 
 
 class RequestMetrics:
-    """ASGI middleware counting requests by method, route template and status."""
+    """ASGI middleware counting requests by method, route template and status, and timing
+    them by method and route template."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -59,6 +60,7 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         status = 500
+        started = time.perf_counter()
 
         async def send_status(message: Message) -> None:
             nonlocal status
@@ -70,7 +72,8 @@ class RequestMetrics:
             await self.app(scope, receive, send_status)
         finally:
             route = scope.get("route")
-            self.metrics.request(scope["method"], getattr(route, "path", "unmatched"), status)
+            path = getattr(route, "path", "unmatched")
+            self.metrics.request(scope["method"], path, status, time.perf_counter() - started)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -1,5 +1,5 @@
-"""A small in-process Prometheus registry: request counts, step latencies, the group commit's
-batches, the world's tick.
+"""A small in-process Prometheus registry: request counts and durations, step latencies, the
+group commit's batches, the world's tick.
 
 Kept dependency-free on purpose: the text exposition format is a few lines, and the server
 process stays small.
@@ -17,6 +17,9 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, int], int] = defaultdict(int)
+        # seconds spent answering, and how many answers, by (method, route template)
+        self.request_seconds: dict[tuple[str, str], float] = defaultdict(float)
+        self.request_count: dict[tuple[str, str], int] = defaultdict(int)
         self.step_buckets = [0] * len(STEP_BUCKETS)
         self.step_count = 0
         self.step_sum = 0.0
@@ -24,9 +27,11 @@ class Metrics:
         self.world_commits = 0
         self.world_transactions = 0  # committed together in world_commits commits
 
-    def request(self, method: str, route: str, status: int) -> None:
+    def request(self, method: str, route: str, status: int, seconds: float) -> None:
         with self._lock:
             self.requests[(method, route, status)] += 1
+            self.request_seconds[(method, route)] += seconds
+            self.request_count[(method, route)] += 1
 
     def step(self, seconds: float) -> None:
         with self._lock:
@@ -56,6 +61,16 @@ class Metrics:
                 lines.append(
                     f'bigworld_requests_total{{method="{method}",route="{_esc(route)}",status="{status}"}} {n}'
                 )
+            lines += [
+                "# HELP bigworld_request_seconds Time from a request's arrival to its answer's "
+                "end, by method and route.",
+                "# TYPE bigworld_request_seconds summary",
+            ]
+            for (method, route), total in sorted(self.request_seconds.items()):
+                labels = f'method="{method}",route="{_esc(route)}"'
+                lines.append(f"bigworld_request_seconds_sum{{{labels}}} {total}")
+                count = self.request_count[(method, route)]
+                lines.append(f"bigworld_request_seconds_count{{{labels}}} {count}")
             lines += [
                 "# HELP bigworld_step_seconds Time to apply and persist one step.",
                 "# TYPE bigworld_step_seconds histogram",

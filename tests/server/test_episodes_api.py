@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import httpx
 from harness import Api, ServerProcess, db_state
 
 
@@ -168,3 +171,32 @@ def test_time_travel_reads_past_states(server: ServerProcess, admin: Api) -> Non
     assert now["label"] == f"{now['type']} {now['num']}"
     world = ann.get("/v1/world").json()
     assert world["avatars"] == 1 and world["tick"] == 0 and world["things"] > 0
+
+
+def _request_seconds(server: ServerProcess, route: str) -> tuple[float, int]:
+    """``bigworld_request_seconds`` (sum, count) of ``POST route`` from /metrics."""
+    found = {"sum": 0.0, "count": 0}
+    labels = f'{{method="POST",route="{route}"}}'
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        for part in found:
+            if line.startswith(f"bigworld_request_seconds_{part}{labels} "):
+                found[part] = float(line.split()[-1])
+    return found["sum"], int(found["count"])
+
+
+def test_metrics_time_requests_by_route(server: ServerProcess, admin: Api) -> None:
+    """Each answered request adds its duration under its route template, not its path."""
+    route = "/v1/episodes/{episode_id}/steps"
+    ivy = admin.agent("ivy")
+    episode = _begin(ivy)["episode_id"]
+    seconds, count = _request_seconds(server, route)
+    started = time.perf_counter()
+    for index in (1, 2, 3):
+        reply = ivy.post(f"/v1/episodes/{episode}/steps", json={"step": index, "action": "look"})
+        assert reply.status_code == 200, reply.text
+    refused = ivy.post(f"/v1/episodes/{episode}/steps", json={"step": 9, "action": "look"})
+    assert refused.status_code == 409  # timed too: every answer counts
+    elapsed = time.perf_counter() - started
+    after_seconds, after_count = _request_seconds(server, route)
+    assert after_count == count + 4
+    assert 0 < after_seconds - seconds <= elapsed
