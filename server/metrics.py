@@ -17,9 +17,8 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, int], int] = defaultdict(int)
-        # seconds spent answering, and how many answers, by (method, route template)
+        # seconds spent answering, by (method, route template); counts are in ``requests``
         self.request_seconds: dict[tuple[str, str], float] = defaultdict(float)
-        self.request_count: dict[tuple[str, str], int] = defaultdict(int)
         self.step_buckets = [0] * len(STEP_BUCKETS)
         self.step_count = 0
         self.step_sum = 0.0
@@ -31,7 +30,6 @@ class Metrics:
         with self._lock:
             self.requests[(method, route, status)] += 1
             self.request_seconds[(method, route)] += seconds
-            self.request_count[(method, route)] += 1
 
     def step(self, seconds: float) -> None:
         with self._lock:
@@ -66,11 +64,15 @@ class Metrics:
                 "end, by method and route.",
                 "# TYPE bigworld_request_seconds summary",
             ]
+            counts: dict[tuple[str, str], int] = defaultdict(int)
+            for (method, route, _status), n in self.requests.items():
+                counts[(method, route)] += n
             for (method, route), total in sorted(self.request_seconds.items()):
                 labels = f'method="{method}",route="{_esc(route)}"'
                 lines.append(f"bigworld_request_seconds_sum{{{labels}}} {total}")
-                count = self.request_count[(method, route)]
-                lines.append(f"bigworld_request_seconds_count{{{labels}}} {count}")
+                lines.append(
+                    f"bigworld_request_seconds_count{{{labels}}} {counts[(method, route)]}"
+                )
             lines += [
                 "# HELP bigworld_step_seconds Time to apply and persist one step.",
                 "# TYPE bigworld_step_seconds histogram",
