@@ -1,7 +1,9 @@
 """bigworld as a verifiers environment, run by verifiers' own ``vf-eval`` (design §7).
 
-The model is the go_to oracle behind a local OpenAI-compatible endpoint (127.0.0.1 only): it
-reads the policy prompt and answers the number of the ``go to`` action the task names. Needs
+The model is the world's oracle behind a local OpenAI-compatible endpoint (127.0.0.1 only): it
+asks the server's expert route for the playing agent's open episode and answers the number of
+that action in the prompt (a drawn go_to may lie more than one hop away: the forge's harder
+variants join the pool that the session's other tests feed). Needs
 the ``interop`` extra: without it these tests skip, except under ``CI=true`` where they fail
 (``make test`` installs it). verifiers runs the model's turns through its ``null`` harness, a
 chat program that ``uv`` (in the extra) prepares once from PyPI.
@@ -19,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,7 @@ if importlib.util.find_spec("verifiers") is None or importlib.util.find_spec("op
     pytest.skip("needs the interop extra (make interop)", allow_module_level=True)
 
 import uvicorn  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
+from fastapi import Body, FastAPI  # noqa: E402
 from fastapi.responses import StreamingResponse  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,25 +47,34 @@ LOCAL = ("--no-push", "--no-rich", "--client.api-key-var", "OPENAI_API_KEY")
 ACTION = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
 
 
-def oracle_answer(prompt: str) -> str:
-    """The go_to oracle: the number of the ``go to`` action whose place the task names."""
-    task = next((line for line in prompt.splitlines() if line.startswith(TASK_LINE)), "")
-    for k, action in ACTION.findall(prompt):
-        if action.startswith("go to ") and action.removeprefix("go to ") in task:
-            return f"The task names it. \\boxed{{{k}}}"
-    return "\\boxed{1}"
+@dataclass
+class Oracle:
+    """The endpoint's address, the requests it answered, and whose episode it advises on."""
+
+    url: str
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    player: int | None = None  # the agent id whose open episode the answers are for
 
 
-def endpoint_app(seen: list[dict[str, Any]]) -> FastAPI:
+def oracle_answer(oracle: Oracle, expert: BigWorldClient, prompt: str) -> str:
+    """The number in ``prompt`` of the oracle's next action for the player's open episode."""
+    (episode,) = expert.episodes(agent=oracle.player, status="open")
+    action = expert.expert(episode["id"])["action"]
+    for k, shown in ACTION.findall(prompt):
+        if shown == action:
+            return f"The oracle says {action}. \\boxed{{{k}}}"
+    raise AssertionError(f"the oracle's action {action!r} is not among the prompt's")
+
+
+def endpoint_app(oracle: Oracle, expert: BigWorldClient) -> FastAPI:
     """A minimal OpenAI-compatible chat endpoint (streamed, as verifiers' harness asks)."""
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> Any:
-        body = await request.json()
-        seen.append(body)
+    def complete(body: dict[str, Any] = Body()) -> Any:  # noqa: B008  (a plain JSON body)
+        oracle.seen.append(body)
         prompt = str(body["messages"][-1]["content"])
-        answer = oracle_answer(prompt)
+        answer = oracle_answer(oracle, expert, prompt)
         base = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 0}
         base["model"] = body.get("model", "oracle")
 
@@ -81,20 +93,23 @@ def endpoint_app(seen: list[dict[str, Any]]) -> FastAPI:
 
 
 @pytest.fixture(scope="module")
-def oracle_endpoint() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
+def oracle_endpoint(server: LiveServer) -> Iterator[Oracle]:
     port = free_port()
-    config = uvicorn.Config(endpoint_app(seen), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/v1", seen
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    oracle = Oracle(f"http://127.0.0.1:{port}/v1")
+    with BigWorldClient(server.url, server.admin_token) as expert:
+        config = uvicorn.Config(
+            endpoint_app(oracle, expert), host="127.0.0.1", port=port, log_level="warning"
+        )
+        endpoint = uvicorn.Server(config)
+        thread = threading.Thread(target=endpoint.run, daemon=True)
+        thread.start()
+        while not endpoint.started:
+            time.sleep(0.05)
+        try:
+            yield oracle
+        finally:
+            endpoint.should_exit = True
+            thread.join(timeout=10)
 
 
 def vf_eval(
@@ -123,15 +138,16 @@ def test_vf_eval_plays_bigworld_episodes_one_step_per_model_turn(
     server: LiveServer,
     admin: BigWorldClient,
     make_agent: Callable[..., AgentCredentials],
-    oracle_endpoint: tuple[str, list[dict[str, Any]]],
+    oracle_endpoint: Oracle,
     tmp_path: Path,
 ) -> None:
-    url, seen = oracle_endpoint
     player = make_agent()
+    oracle_endpoint.player = player.id
+    seen_before = len(oracle_endpoint.seen)
     ran = vf_eval(
         server,
         player.token,
-        url,
+        oracle_endpoint.url,
         tmp_path,
         "--env.taskset.family",
         "go_to",
@@ -149,6 +165,7 @@ def test_vf_eval_plays_bigworld_episodes_one_step_per_model_turn(
         assert len(detail["steps"]) == trace["info"]["steps"] >= 1  # one step per model turn
         assert {s["policy_version"] for s in detail["steps"]} == {"verifiers"}
         assert all(s["completion"].endswith("}") for s in detail["steps"])
+    seen = oracle_endpoint.seen[seen_before:]
     assert len(seen) == sum(t["info"]["steps"] for t in played)
     assert TASK_LINE in str(seen[0]["messages"][-1]["content"])
 
@@ -157,12 +174,12 @@ def test_reward_agents_votes_are_a_second_rubric_function(
     server: LiveServer,
     admin: BigWorldClient,
     make_agent: Callable[..., AgentCredentials],
-    oracle_endpoint: tuple[str, list[dict[str, Any]]],
+    oracle_endpoint: Oracle,
     tmp_path: Path,
 ) -> None:
     """A reward agent judges each ended episode's steps while vf-eval waits for its votes."""
-    url, _ = oracle_endpoint
     player, judge = make_agent(), make_agent("reward")
+    oracle_endpoint.player = player.id
     stop = threading.Event()
 
     def judging() -> None:  # every step of the player's ended episodes gets one -1 vote
@@ -193,7 +210,7 @@ def test_reward_agents_votes_are_a_second_rubric_function(
         ran = vf_eval(
             server,
             player.token,
-            url,
+            oracle_endpoint.url,
             tmp_path,
             "--env.taskset.episodes",
             "1",
@@ -215,17 +232,18 @@ def test_readme_verifiers_snippets_run(
     server: LiveServer,
     admin: BigWorldClient,
     make_agent: Callable[..., AgentCredentials],
-    oracle_endpoint: tuple[str, list[dict[str, Any]]],
+    oracle_endpoint: Oracle,
 ) -> None:
     (command,) = readme_snippets("verifiers", "sh")
     (snippet,) = readme_snippets("verifiers", "python")
     player = make_agent()
+    oracle_endpoint.player = player.id
     env = {
         **os.environ,
         "BIGWORLD_SERVER": server.url,
         "BIGWORLD_TOKEN": player.token,
         "MODEL": "oracle",
-        "OPENAI_BASE_URL": oracle_endpoint[0],
+        "OPENAI_BASE_URL": oracle_endpoint.url,
         "OPENAI_API_KEY": "local",
     }
     for argv in (["bash", "-c", command], [sys.executable, "-c", snippet]):
