@@ -9,6 +9,11 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
+# Each package declares its own tables on world.store's one Base; importing their modules
+# puts them on Base.metadata, so that the whole schema is the target (autogenerate and
+# comparisons would otherwise see the server's and the forge's tables as dropped).
+import forge.models  # noqa: F401
+import server.models  # noqa: F401
 from world.store.database import make_engine
 from world.store.models import Base
 

@@ -13,12 +13,13 @@ import time
 
 from sqlalchemy.orm import Session
 
+from server import records
 from server.auth import ADMIN_NAME, hash_token, new_token
 from server.errors import Conflict, NotFound
+from server.models import AgentRow
 from world.rules import Rules
 from world.state import World
-from world.store import SqlBackend, WorldRow, records
-from world.store.models import AgentRow
+from world.store import SqlBackend, WorldRow
 
 
 def register_agent(

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from server import records
 from server.credentials import Caller
 from server.errors import Forbidden, RateLimited, Unauthorized
 from server.limits import retry_after
 from server.runtime import Runtime
 from server.settings import Settings
-from world.store import records
 
 log = logging.getLogger("bigworld.server")
 ADMIN_NAME = "admin"

@@ -344,9 +344,9 @@ def _create_agent(args: argparse.Namespace) -> int:
     from server.accounts import register_agent
     from server.app import prepare_database
     from server.errors import ApiError
+    from server.models import AgentRow
     from server.runtime import Runtime
     from world.store import WorldRow
-    from world.store.models import AgentRow
 
     settings = _settings(args)
     prepare_data_dir(settings)

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from server import forge
+from server import records as server_records
 from server.credentials import Caller
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Runtime
@@ -290,7 +291,7 @@ def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
             plan_length=len(found) if found is not None else None,
             tick=world.tick,
         )
-        records.add_expert_hint(
+        server_records.add_expert_hint(
             session=session, agent_id=caller.id, created_at=time.time(), **hint.model_dump()
         )
         session.commit()

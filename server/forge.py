@@ -21,10 +21,13 @@ from sqlalchemy.orm import Session
 from forge import critic, language, mutate
 from forge import cycle as forge_cycle
 from forge import pool as forge_pool
+from forge import records as forge_records
 from forge.config import ForgeConfig
 from forge.cycle import Decision, Suggestion
 from forge.errors import ConfigError, LanguageModelError
+from forge.models import ForgeDecisionRow, ForgeStateRow
 from forge.pool import PoolTask
+from server import records as server_records
 from server.errors import Conflict, Unprocessable
 from server.runtime import Runtime
 from world import rng, sampling, tasks
@@ -32,7 +35,7 @@ from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
 from world.store import SqlBackend, WorldRow, records
-from world.store.models import ForgeDecisionRow, ForgeStateRow, TaskRow
+from world.store.models import TaskRow
 
 log = logging.getLogger("bigworld.server")
 LIVE = ("active", "pending")
@@ -52,14 +55,14 @@ class Drawn:
 # -- state and configuration -------------------------------------------------------------------
 def state(session: Session) -> tuple[ForgeStateRow, ForgeConfig]:
     """The forge's row (created with the default config if missing; needs the world lock)."""
-    row = records.forge_state(session=session, config=ForgeConfig().to_json())
+    row = forge_records.forge_state(session=session, config=ForgeConfig().to_json())
     assert row is not None
     return row, ForgeConfig.from_json(row.config)
 
 
 def peek_state(session: Session) -> tuple[bool, int, int, ForgeConfig]:
     """(paused, cycle, draws, config) without writing anything."""
-    row = records.forge_state(session=session)
+    row = forge_records.forge_state(session=session)
     if row is None:
         return False, 0, 0, ForgeConfig()
     return row.paused, row.cycle, row.draws, ForgeConfig.from_json(row.config)
@@ -161,7 +164,7 @@ def draw(
         difficulty=length,
     )
     if probe:
-        records.add_decision(
+        forge_records.add_decision(
             session=session,
             cycle=row.cycle,
             tick=world.tick,
@@ -318,8 +321,8 @@ def _load(
     """The live pool's rows by id, as the forge sees them, and their recent rollouts."""
     rows = records.pool_tasks(session=session, statuses=LIVE)
     pending = [r.id for r in rows if r.status == "pending"]
-    proposals = records.proposals_of(session=session, candidate_ids=pending)
-    last = records.last_proposals(session=session, task_ids=[r.id for r in rows])
+    proposals = forge_records.proposals_of(session=session, candidate_ids=pending)
+    last = forge_records.last_proposals(session=session, task_ids=[r.id for r in rows])
     pool = [
         _pool_task(
             r,
@@ -337,7 +340,7 @@ def rollouts(
 ) -> dict[str, list[critic.Rollout]]:
     """Each task's newest ended rollouts, newest first, as the critic reads them."""
     history: dict[str, list[critic.Rollout]] = {t: [] for t in task_ids}
-    for r in records.recent_rollouts(session=session, task_ids=task_ids, per_task=per_task):
+    for r in server_records.recent_rollouts(session=session, task_ids=task_ids, per_task=per_task):
         history[r["task_id"]].append(
             critic.Rollout(
                 episode_id=r["id"],
@@ -399,7 +402,7 @@ def _write(
 def _store(
     session: Session, decision: Decision, number: int, tick: int, now: float
 ) -> ForgeDecisionRow:
-    return records.add_decision(
+    return forge_records.add_decision(
         session=session,
         cycle=number,
         tick=tick,

@@ -1,10 +1,10 @@
 """Continual-learning metrics, as pure functions over plain history records (design §9).
 
-No SQL and no HTTP here: ``world/store/analysis.py`` reads the records, these functions turn
+No SQL and no HTTP here: ``server/analysis.py`` reads the records, these functions turn
 them into figures, and both ``GET /v1/metrics/learning`` and ``bigworld report`` call
 :func:`measure`, the one function that hands a session to the store's queries. Every function takes records in any order and sorts what it needs.
 
-Shared conventions (see also ``world/store/analysis.py``): an ended episode succeeded or not
+Shared conventions (see also ``server/analysis.py``): an ended episode succeeded or not
 (abandoned counts as a failure) and counts at its end tick; "in order" is begin order
 ``(begin_tick, id)``; a success rate is ``None`` where there are no episodes to rate.
 """
@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from world.dynamics import segments
-from world.store import read_world
-from world.store.analysis import (
+from server.analysis import (
     HORIZON_WINDOWS,
     Decision,
     EpisodeOutcome,
@@ -32,6 +30,8 @@ from world.store.analysis import (
     StepVotes,
     load_history,
 )
+from world.dynamics import segments
+from world.store import read_world
 from world.values import WorldMeta
 
 DEFAULT_WINDOW = 10  # N: episodes per window for forgetting, transfer and world changes

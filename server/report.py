@@ -33,9 +33,9 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from server.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
 from world.store import make_engine, read_world, session_factory
-from world.store.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 from world.values import WorldMeta
 
 PLOTS = (

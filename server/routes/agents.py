@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session
 
 from server.accounts import register_agent, revoke_agent
 from server.dependencies import AdminDep, RuntimeDep
+from server.models import AgentRow
 from server.routes.common import ERRORS, IdPath
 from server.schemas import AgentCreate, AgentCreated, AgentRevoked
 from world.store import WorldRow
-from world.store.models import AgentRow
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
 

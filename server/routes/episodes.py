@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server import episodes as service
+from server import records as server_records
 from server.dependencies import (
     CallerDep,
     PolicyDep,
@@ -20,6 +21,7 @@ from server.dependencies import (
     TrainerDep,
 )
 from server.errors import Conflict, NotFound, Unprocessable
+from server.models import JudgmentRow
 from server.routes.common import ERRORS, IdCursor, IdPath, IdQuery, Limit, Tick
 from server.schemas import (
     EpisodeBegin,
@@ -37,7 +39,7 @@ from server.schemas import (
     StepRecord,
 )
 from world.store import WorldRow, records
-from world.store.models import EpisodeRow, JudgmentRow, TaskRow
+from world.store.models import EpisodeRow, TaskRow
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
 
@@ -127,7 +129,8 @@ def read_episode(episode_id: IdPath, session: SessionDep, _caller: CallerDep) ->
         for s in records.steps_of(session=session, episode_id=episode.id)
     ]
     judgments = [
-        _judgment_out(j) for j in records.judgments_of(session=session, episode_id=episode.id)
+        _judgment_out(j)
+        for j in server_records.judgments_of(session=session, episode_id=episode.id)
     ]
     return EpisodeDetail(
         **_episode_out(session, episode).model_dump(),
@@ -179,7 +182,7 @@ def judge_steps(
                 code="unknown_step",
                 details={"steps": unknown},
             )
-        made = records.add_judgments(
+        made = server_records.add_judgments(
             session=session,
             rows=[
                 {

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
+from forge import records as forge_records
+from forge.models import ForgeDecisionRow
 from server import forge as service
 from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep
 from server.routes.common import ERRORS, IdCursor, Limit, Tick
 from server.schemas import CycleOut, DecisionOut, ForgeInfo, Page, StorableJson
-from world.store import records
-from world.store.models import ForgeDecisionRow
 
 router = APIRouter(prefix="/v1/forge", tags=["forge"], responses=ERRORS)
 
@@ -61,7 +61,7 @@ def list_decisions(
     limit: Limit = 100,
     cursor: IdCursor = None,
 ) -> Page[DecisionOut]:
-    found = records.list_decisions(
+    found = forge_records.list_decisions(
         session=session,
         kind=kind,
         task_id=task_id,

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from server.analysis import Scope
 from server.dependencies import CallerDep, SessionDep
 from server.errors import Unprocessable
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure
 from server.routes.common import ERRORS, Tick
-from world.store.analysis import Scope
 
 router = APIRouter(prefix="/v1/metrics", tags=["metrics"], responses=ERRORS)
 

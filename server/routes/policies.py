@@ -9,12 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from sqlalchemy.orm import Session
 
+from server import records
 from server.dependencies import CallerDep, RuntimeDep, SessionDep, TrainerDep
 from server.errors import NotFound
+from server.models import PolicyRow
 from server.routes.common import ERRORS, IdCursor, Limit
 from server.schemas import ModelKind, Page, PolicyIn, PolicyOut
-from world.store import WorldRow, records
-from world.store.models import PolicyRow
+from world.store import WorldRow
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"], responses=ERRORS)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
+from forge import records as forge_records
 from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
 from server.routes.common import ERRORS, Cursor, Limit
@@ -77,7 +78,7 @@ def read_task(
     if row is None:
         raise NotFound(f"no task {task_id!r}")
     detail = _detail(row, records.task_stats(session=session, task_ids=[row.id])[row.id])
-    decisions = records.list_decisions(
+    decisions = forge_records.list_decisions(
         session=session, task_id=row.id, limit=DECISIONS_SHOWN, cursor=None
     )
     return TaskWithDecisions(

@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import func, select
 
 from agents.demo import BIGWORLD
+from server.models import AgentRow, PolicyRow
 from world.store import read_world
 from world.store.database import make_engine, session_factory
-from world.store.models import AgentRow, EpisodeRow, PolicyRow, StepRow
+from world.store.models import EpisodeRow, StepRow
 
 pytestmark = pytest.mark.slow
 

@@ -222,8 +222,8 @@ def test_export_steps_of_one_policy_version(server, client, agent, tmp_path):
 def test_export_forge_decisions_by_kind_and_tick(server, tmp_path):
     import pandas as pd
 
+    from forge.models import ForgeDecisionRow
     from world.store import make_engine, session_factory
-    from world.store.models import ForgeDecisionRow
 
     # Decisions of a kind of this test's own, so that the forge's cycles do not interfere.
     engine = make_engine(f"sqlite:///{server.data_dir / 'world.db'}")

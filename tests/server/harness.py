@@ -15,6 +15,10 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
+# The server's and the forge's tables are on world.store's Base once their modules are loaded:
+# the row counts below are over every table of the schema.
+import forge.models  # noqa: F401
+import server.models  # noqa: F401
 from world.state import World
 from world.store import SqlBackend, make_engine, session_factory
 from world.store.models import Base

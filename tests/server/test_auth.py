@@ -12,8 +12,8 @@ from pathlib import Path
 from harness import ADMIN_TOKEN, Api, ServerProcess
 from sqlalchemy import select
 
+from server.models import AgentRow
 from world.store import make_engine, session_factory
-from world.store.models import AgentRow
 
 CACHE_S = 2.0  # the default auth_cache_s: how long a process may trust a token it checked
 SLACK_S = 1.5  # polling and request time on a loaded two-core machine

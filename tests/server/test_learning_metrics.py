@@ -8,6 +8,15 @@ import time
 import pytest
 from harness import ADMIN_TOKEN, Api
 
+from forge.models import ForgeDecisionRow
+from server.analysis import (
+    Decision,
+    EpisodeOutcome,
+    EpisodeVotes,
+    ForgedTask,
+    Outcome,
+    StepVotes,
+)
 from server.learning import (
     change_effects,
     choose_bucket,
@@ -23,15 +32,7 @@ from server.learning import (
 )
 from world.rules import RulesVersion
 from world.store import make_engine, session_factory
-from world.store.analysis import (
-    Decision,
-    EpisodeOutcome,
-    EpisodeVotes,
-    ForgedTask,
-    Outcome,
-    StepVotes,
-)
-from world.store.models import ForgeDecisionRow, TaskRow
+from world.store.models import TaskRow
 from world.values import WorldMeta
 
 

@@ -119,6 +119,8 @@ def test_migrations_build_exactly_the_models(db) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
+    import forge.models  # noqa: F401  (the forge's tables, on the same Base)
+    import server.models  # noqa: F401  (the server's tables, on the same Base)
     from world.store.models import Base
 
     with db() as session:

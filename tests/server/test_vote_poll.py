@@ -12,6 +12,7 @@ from dbfixtures import fresh_database
 from sqlalchemy import select
 
 from migrations import alembic_config, upgrade_to_head
+from server import records as server_records
 from world.store import make_engine, records, session_factory
 from world.store.models import EpisodeRow
 
@@ -26,7 +27,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path):
 
 
 def _episode(session, name: str, status: str, steps: int) -> int:
-    agent = records.add_agent(
+    agent = server_records.add_agent(
         session=session, name=name, role="policy", token_hash=name, avatar_id=name, now=0.0
     )
     spec = {"family": "go_to", "params": {"place": "0,0:1"}}
@@ -63,7 +64,7 @@ def _votes(session, episode: int, per_step: dict[int, int], agent: int = 1) -> i
         for step, n in per_step.items()
         for j in range(n)
     ]  # fmt: skip
-    return len(records.add_judgments(session=session, rows=rows))
+    return len(server_records.add_judgments(session=session, rows=rows))
 
 
 def _short(session, m: int) -> list[int]:

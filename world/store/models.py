@@ -1,10 +1,16 @@
-"""SQLAlchemy 2.x mapping of the world and everything that happens in it.
+"""SQLAlchemy 2.x mapping of the world and everything that happens in it, and the one
+declarative ``Base`` (one MetaData) that every package's tables are declared on.
 
 World state (``world_meta``, ``regions``, ``places``, ``things``, ``avatars``) answers "what is";
 the append-only ``events`` log (with ``event_entities`` as its index by entity and region)
-answers "what happened". Agents, tasks, episodes, steps and judgments are the server's records.
-The schema itself is owned by the Alembic migrations in ``migrations/``; these classes must
-match them (a test compares the two).
+answers "what happened"; ``tasks``, ``episodes`` and ``steps`` are what is played in it. Each
+package owns its own tables: the server's records (``agents``, ``judgments``, ``policies``,
+``expert_hints``) are in ``server/models.py``, the forge's (``forge_decisions``,
+``forge_state``) in ``forge/models.py``. Tables here refer to those by name only
+(``ForeignKey("agents.id")``), so the whole schema is on ``Base.metadata`` once those modules
+are imported too (``migrations/env.py`` imports them; so does ``server.app``, through its
+routes). The schema itself is owned by the Alembic migrations in ``migrations/``; these
+classes must match them (a test compares the two).
 
 JSON columns use the plain ``JSON`` type everywhere (never JSONB): PostgreSQL's ``json`` keeps
 the text as written, so dict key order (exits, attributes) survives a round trip exactly as in
@@ -26,7 +32,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
-    UniqueConstraint,
     false,
     text,
 )
@@ -46,7 +51,6 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 EPISODE_STATUSES = ("open", "succeeded", "failed", "abandoned")
 TASK_STATUSES = ("active", "pending", "retired")
 TASK_ORIGINS = ("sampled", "requested", "probe", "harder", "easier")
-ROLES = ("admin", "policy", "reward", "trainer", "observer")
 
 
 class Base(DeclarativeBase):
@@ -149,20 +153,7 @@ class EventEntityRow(Base):
     )
 
 
-# -- agents, tasks, episodes ---------------------------------------------------------------
-class AgentRow(Base):
-    __tablename__ = "agents"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), unique=True)
-    role: Mapped[str] = mapped_column(String(16))
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    avatar_id: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[float] = mapped_column(Float)  # unix seconds (server clock, not world)
-    # unix seconds when an admin revoked the token (DELETE /v1/agents/{id}); null while valid
-    revoked_at: Mapped[float | None] = mapped_column(Float)
-
-
+# -- tasks, episodes and steps -------------------------------------------------------------
 class TaskRow(Base):
     """A task and its place in the forge's pool (design §8)."""
 
@@ -208,8 +199,9 @@ class EpisodeRow(Base):
     admissible: Mapped[list[Any]]
     updated_at: Mapped[float] = mapped_column(Float)  # unix seconds: for the idle timeout
     distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length at begin
-    # The fewest judgments any of its steps has, kept by ``records.add_judgments``: what a
-    # judge's or trainer's "short of m votes" poll reads instead of counting every step's.
+    # The fewest judgments any of its steps has, kept by ``server.records.add_judgments``:
+    # what a judge's or trainer's "short of m votes" poll reads instead of counting every
+    # step's.
     min_votes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     __table_args__ = (
@@ -248,95 +240,3 @@ class StepRow(Base):
     # The token ids a generate-mode policy sampled (its end token included where it ended).
     completion_ids: Mapped[list[Any] | None] = mapped_column(JSON)
     distance: Mapped[int | None] = mapped_column(Integer)  # oracle plan length after the step
-
-
-class JudgmentRow(Base):
-    __tablename__ = "judgments"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
-    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
-    vote: Mapped[int] = mapped_column(
-        Integer, default=0, server_default=text("0")
-    )  # j of the m votes on one step
-    score: Mapped[int] = mapped_column(Integer)
-    rationale: Mapped[str] = mapped_column(Text)
-    model_version: Mapped[str] = mapped_column(String(128))
-    mode: Mapped[str | None] = mapped_column(String(16))  # rank | generate: how it chose
-    temperature: Mapped[float | None] = mapped_column(Float)
-    completion_ids: Mapped[list[Any] | None] = mapped_column(JSON)  # a generated rationale's ids
-    created_at: Mapped[float] = mapped_column(Float)
-
-    # One judgment per vote slot: a resent batch stores nothing twice.
-    __table_args__ = (UniqueConstraint("episode_id", "step", "vote"),)
-
-
-class PolicyRow(Base):
-    """A registered model version (policy or reward) and where its weights are."""
-
-    __tablename__ = "policies"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))
-    version: Mapped[int] = mapped_column(Integer)  # 1, 2, ... per kind
-    path: Mapped[str] = mapped_column(Text)
-    parent: Mapped[int | None] = mapped_column(Integer)
-    config: Mapped[dict[str, Any]]
-    metrics: Mapped[dict[str, Any]]
-    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
-    created_tick: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[float] = mapped_column(Float)
-
-    __table_args__ = (UniqueConstraint("kind", "version"),)
-
-
-class ExpertHintRow(Base):
-    """One use of the expert route: which action the oracle advised, to whom, when."""
-
-    __tablename__ = "expert_hints"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    episode_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("episodes.id"), index=True)
-    step: Mapped[int] = mapped_column(Integer)  # the step the advice is for
-    action: Mapped[str | None] = mapped_column(Text)  # None: the oracle found no plan
-    plan_length: Mapped[int | None] = mapped_column(Integer)
-    agent_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("agents.id"))
-    tick: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[float] = mapped_column(Float)
-
-
-# -- the forge -----------------------------------------------------------------------------
-class ForgeDecisionRow(Base):
-    """One forge decision with the evidence behind it: a proposal, a trial verdict, a
-    retirement, or a dynamics change (drift, storm, flood, discovery)."""
-
-    __tablename__ = "forge_decisions"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    cycle: Mapped[int] = mapped_column(Integer, index=True)
-    tick: Mapped[int] = mapped_column(BigInteger, index=True)
-    kind: Mapped[str] = mapped_column(String(32), index=True)
-    task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the task judged
-    candidate_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the variant
-    verdict: Mapped[str] = mapped_column(String(16))
-    evidence: Mapped[dict[str, Any]]
-    created_at: Mapped[float] = mapped_column(Float)
-
-    # A pool task's last proposal, read from the index alone at every cycle.
-    __table_args__ = (Index("ix_forge_decisions_task_kind_cycle", "task_id", "kind", "cycle"),)
-
-
-class ForgeStateRow(Base):
-    """The forge's one row: paused or not, its configuration, and its cycle counter."""
-
-    __tablename__ = "forge_state"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1
-    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    config: Mapped[dict[str, Any]]
-    cycle: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
-    last_tick: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
-    draws: Mapped[int] = mapped_column(  # episode begins that drew from the pool, ever
-        BigInteger, default=0, server_default=text("0")
-    )

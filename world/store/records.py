@@ -1,5 +1,7 @@
-"""Store functions for the server's records: agents, tasks and the forge's pool, episodes,
-steps, judgments, model versions, expert hints and forge decisions.
+"""Store functions for the records played in the world: tasks and the forge's pool,
+episodes and steps; and the paging and chunking helpers (``Page``, ``page``, ``id_chunks``)
+that the server's records (``server/records.py``) and the forge's (``forge/records.py``)
+use too.
 
 Every function takes ``*, session`` and never commits: the request (or the tick) that calls
 it owns the transaction. List functions page by id with an opaque cursor (the last id seen).
@@ -7,27 +9,15 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, case, func, select, update
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from world.store.models import (
-    AgentRow,
-    Base,
-    EpisodeRow,
-    ExpertHintRow,
-    ForgeDecisionRow,
-    ForgeStateRow,
-    JudgmentRow,
-    PolicyRow,
-    StepRow,
-    TaskRow,
-)
+from world.store.models import Base, EpisodeRow, StepRow, TaskRow
 from world.tasks import Task
 
 
@@ -53,32 +43,6 @@ def page(
 
 def _id_of(row: Any, id_column: Any) -> Any:
     return getattr(row, id_column.key)
-
-
-# -- agents --------------------------------------------------------------------------------
-def add_agent(
-    *, session: Session, name: str, role: str, token_hash: str, avatar_id: str | None, now: float
-) -> AgentRow:
-    agent = AgentRow(
-        name=name, role=role, token_hash=token_hash, avatar_id=avatar_id, created_at=now
-    )
-    session.add(agent)
-    session.flush()
-    return agent
-
-
-def agent_by_token(*, session: Session, token_hash: str) -> AgentRow | None:
-    return session.scalars(select(AgentRow).where(AgentRow.token_hash == token_hash)).first()
-
-
-def agent_by_name(*, session: Session, name: str) -> AgentRow | None:
-    return session.scalars(select(AgentRow).where(AgentRow.name == name)).first()
-
-
-def any_admin(*, session: Session) -> AgentRow | None:
-    return session.scalars(
-        select(AgentRow).where(AgentRow.role == "admin").order_by(AgentRow.id)
-    ).first()
 
 
 # -- tasks ---------------------------------------------------------------------------------
@@ -310,78 +274,11 @@ def steps_of(*, session: Session, episode_id: int) -> list[StepRow]:
     )
 
 
-# -- judgments -----------------------------------------------------------------------------
-def add_judgments(*, session: Session, rows: Sequence[dict[str, Any]]) -> list[JudgmentRow]:
-    """Store judgments whose (episode, step, vote) slot is still free; returns those stored,
-    and keeps each episode's ``min_votes``. The caller holds the world lock, so no other
-    writer fills a slot in between."""
-    episodes = {r["episode_id"] for r in rows}
-    taken = set(
-        session.execute(
-            select(JudgmentRow.episode_id, JudgmentRow.step, JudgmentRow.vote).where(
-                JudgmentRow.episode_id.in_(episodes)
-            )
-        ).tuples()
-    )
-    made = []
-    for r in rows:
-        slot = (r["episode_id"], r["step"], r["vote"])
-        if slot not in taken:
-            taken.add(slot)
-            made.append(JudgmentRow(**r))
-    session.add_all(made)
-    votes = Counter((episode_id, step) for episode_id, step, _vote in taken)
-    for episode_id in episodes:
-        episode = session.get(EpisodeRow, episode_id)
-        assert episode is not None  # judgments reference their episode
-        steps = range(1, episode.last_step + 1)
-        episode.min_votes = min((votes[episode_id, step] for step in steps), default=0)
-    session.flush()
-    return made
-
-
-def judgments_of(*, session: Session, episode_id: int) -> list[JudgmentRow]:
-    return list(
-        session.scalars(
-            select(JudgmentRow).where(JudgmentRow.episode_id == episode_id).order_by(JudgmentRow.id)
-        )
-    )
-
-
-# -- model versions and expert hints -------------------------------------------------------
-def add_policy(*, session: Session, kind: str, **fields: Any) -> PolicyRow:
-    """Register the next version of ``kind`` (the caller holds the world lock)."""
-    last = session.scalar(select(func.max(PolicyRow.version)).where(PolicyRow.kind == kind))
-    row = PolicyRow(kind=kind, version=(last or 0) + 1, **fields)
-    session.add(row)
-    session.flush()
-    return row
-
-
-def latest_policy(*, session: Session, kind: str) -> PolicyRow | None:
-    stmt = select(PolicyRow).where(PolicyRow.kind == kind).order_by(PolicyRow.version.desc())
-    return session.scalars(stmt.limit(1)).first()
-
-
-def list_policies(*, session: Session, kind: str | None, limit: int, cursor: str | None) -> Page:
-    stmt = select(PolicyRow)
-    if kind is not None:
-        stmt = stmt.where(PolicyRow.kind == kind)
-    return page(session, stmt, PolicyRow.id, limit=limit, cursor=cursor)
-
-
-def add_expert_hint(*, session: Session, **fields: Any) -> ExpertHintRow:
-    row = ExpertHintRow(**fields)
-    session.add(row)
-    session.flush()
-    return row
-
-
-# -- the forge: its pool, rollouts, state and decisions ------------------------------------
+# -- the forge's pool and what it reads of episodes ----------------------------------------
 CHUNK = 500  # ids per IN (...) list
 
 
-def _chunks(ids: Sequence[Any]) -> list[list[Any]]:
+def id_chunks(ids: Sequence[Any]) -> list[list[Any]]:
     items = list(ids)
     return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
 
@@ -431,7 +328,7 @@ def episodes_begun(*, session: Session, task_ids: Sequence[str]) -> dict[str, in
     """Per task: episodes begun, open or ended (counted in the task index alone: a probe's
     history grows as long as the world lives, and every draw asks)."""
     begun = dict.fromkeys(task_ids, 0)
-    for chunk in _chunks(task_ids):
+    for chunk in id_chunks(task_ids):
         rows = session.execute(
             select(EpisodeRow.task_id, func.count())
             .where(EpisodeRow.task_id.in_(chunk))
@@ -442,147 +339,10 @@ def episodes_begun(*, session: Session, task_ids: Sequence[str]) -> dict[str, in
     return begun
 
 
-def recent_rollouts(
-    *, session: Session, task_ids: Sequence[str], per_task: int
-) -> list[dict[str, Any]]:
-    """The newest ``per_task`` ended episodes of each task (newest first per task), each with
-    the policy version of its last step, its judged steps and the steps every vote of which
-    was −1."""
-    found: list[dict[str, Any]] = []
-    columns = (
-        EpisodeRow.id,
-        EpisodeRow.task_id,
-        EpisodeRow.avatar_id,
-        EpisodeRow.status,
-        EpisodeRow.last_step,
-        EpisodeRow.end_tick,
-    )
-    for task_id in sorted(task_ids):
-        # One walk down the task's index from its newest episode: what a cycle reads stays
-        # ``per_task`` rows a task however long the task has lived.
-        rows = session.execute(
-            select(*columns)
-            .where(EpisodeRow.task_id == task_id, EpisodeRow.status != "open")
-            .order_by(EpisodeRow.id.desc())
-            .limit(per_task)
-        )
-        found += [dict(r._mapping) for r in rows]
-    versions: dict[int, str | None] = {}
-    votes: dict[int, tuple[int, int]] = {}
-    for chunk in _chunks([r["id"] for r in found]):
-        last_steps = session.execute(
-            select(StepRow.episode_id, StepRow.policy_version)
-            .join(
-                EpisodeRow,
-                (EpisodeRow.id == StepRow.episode_id) & (EpisodeRow.last_step == StepRow.step),
-            )
-            .where(StepRow.episode_id.in_(chunk))
-        )
-        for episode_id, version in last_steps:
-            versions[episode_id] = version
-        per_step = (
-            select(
-                JudgmentRow.episode_id, JudgmentRow.step, func.max(JudgmentRow.score).label("top")
-            )
-            .where(JudgmentRow.episode_id.in_(chunk))
-            .group_by(JudgmentRow.episode_id, JudgmentRow.step)
-            .subquery()
-        )
-        for episode_id, judged, negative in session.execute(
-            select(
-                per_step.c.episode_id,
-                func.count(),
-                func.sum(case((per_step.c.top == -1, 1), else_=0)),
-            ).group_by(per_step.c.episode_id)
-        ):
-            votes[episode_id] = (int(judged), int(negative or 0))
-    for row in found:
-        row["policy_version"] = versions.get(row["id"])
-        row["judged_steps"], row["negative_steps"] = votes.get(row["id"], (0, 0))
-    return found
-
-
 def steps_of_episodes(*, session: Session, episode_ids: Sequence[int]) -> dict[int, list[StepRow]]:
     out: dict[int, list[StepRow]] = {i: [] for i in episode_ids}
-    for chunk in _chunks(episode_ids):
+    for chunk in id_chunks(episode_ids):
         stmt = select(StepRow).where(StepRow.episode_id.in_(chunk))
         for row in session.scalars(stmt.order_by(StepRow.episode_id, StepRow.step)):
             out[row.episode_id].append(row)
-    return out
-
-
-def forge_state(*, session: Session, config: dict[str, Any] | None = None) -> ForgeStateRow | None:
-    """The forge's one row; created with ``config`` when missing and ``config`` is given
-    (the caller holds the world lock, so two writers never both create it)."""
-    row = session.get(ForgeStateRow, 1)
-    if row is None and config is not None:
-        row = ForgeStateRow(id=1, paused=False, config=config, cycle=0, last_tick=0, draws=0)
-        session.add(row)
-        session.flush()
-    return row
-
-
-def add_decision(*, session: Session, **fields: Any) -> ForgeDecisionRow:
-    row = ForgeDecisionRow(**fields)
-    session.add(row)
-    session.flush()
-    return row
-
-
-def list_decisions(
-    *,
-    session: Session,
-    kind: str | None = None,
-    task_id: str | None = None,
-    cycle: int | None = None,
-    from_tick: int | None = None,
-    to_tick: int | None = None,
-    limit: int,
-    cursor: str | None,
-) -> Page:
-    """Decisions in id order; ``task_id`` matches the task judged or the candidate."""
-    stmt = select(ForgeDecisionRow)
-    if kind is not None:
-        stmt = stmt.where(ForgeDecisionRow.kind == kind)
-    if task_id is not None:
-        stmt = stmt.where(
-            (ForgeDecisionRow.task_id == task_id) | (ForgeDecisionRow.candidate_id == task_id)
-        )
-    if cycle is not None:
-        stmt = stmt.where(ForgeDecisionRow.cycle == cycle)
-    if from_tick is not None:
-        stmt = stmt.where(ForgeDecisionRow.tick >= from_tick)
-    if to_tick is not None:
-        stmt = stmt.where(ForgeDecisionRow.tick <= to_tick)
-    return page(session, stmt, ForgeDecisionRow.id, limit=limit, cursor=cursor)
-
-
-PROPOSALS = ("task.harder", "task.easier")
-
-
-def last_proposals(*, session: Session, task_ids: Sequence[str]) -> dict[str, int]:
-    """Per task of ``task_ids``: the cycle of its last proposal (any verdict)."""
-    out: dict[str, int] = {}
-    for chunk in _chunks(task_ids):
-        rows = session.execute(
-            select(ForgeDecisionRow.task_id, func.max(ForgeDecisionRow.cycle))
-            .where(ForgeDecisionRow.task_id.in_(chunk), ForgeDecisionRow.kind.in_(PROPOSALS))
-            .group_by(ForgeDecisionRow.task_id)
-        )
-        out.update({str(task_id): int(cycle) for task_id, cycle in rows})
-    return out
-
-
-def proposals_of(*, session: Session, candidate_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per candidate: the evidence of the decision that proposed it."""
-    out: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(candidate_ids):
-        for row in session.scalars(
-            select(ForgeDecisionRow).where(
-                ForgeDecisionRow.candidate_id.in_(chunk),
-                ForgeDecisionRow.kind.in_(PROPOSALS),
-                ForgeDecisionRow.verdict == "proposed",
-            )
-        ):
-            out[str(row.candidate_id)] = row.evidence
     return out

@@ -25,15 +25,9 @@ from typing import Any
 from sqlalchemy import Select, and_, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from world.store.models import (
-    AgentRow,
-    EpisodeRow,
-    ForgeDecisionRow,
-    JudgmentRow,
-    PolicyRow,
-    StepRow,
-    TaskRow,
-)
+from forge.models import ForgeDecisionRow
+from server.models import AgentRow, JudgmentRow, PolicyRow
+from world.store.models import EpisodeRow, StepRow, TaskRow
 
 FORGED_ORIGINS = ("harder", "easier")
 MAX_PROBE_TASKS = 200  # probe tasks measured for forgetting
