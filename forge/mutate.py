@@ -109,7 +109,7 @@ def propose(
     (its goal does not already hold) and its plan is longer (harder) or shorter (easier).
     """
     try:
-        snap = Snapshot.of(world, avatar_id, _places(task))
+        snap = Snapshot.of(world, avatar_id, task.places)
     except (ValueError, WorldError):  # a task naming no real place has no variants
         return None, []
     own = estimate(snap, task)
@@ -177,7 +177,7 @@ def descend(
     the place ``task`` names when it lies at that distance (the first leg of the failing task),
     else one drawn by ``gen``; it carries ``from_family`` to climb back to."""
     try:
-        snap = Snapshot.of(world, avatar_id, _places(task))
+        snap = Snapshot.of(world, avatar_id, task.places)
     except (ValueError, WorldError):
         return None, []
     attempts: list[Attempt] = []
@@ -265,7 +265,3 @@ def _plan_length(
         return 0
     found = oracle.plan_in(snap, task, budget=budget)
     return _on_rung(task, len(found)) if found is not None else None
-
-
-def _places(task: Task) -> tuple[str, ...]:
-    return tuple(task.params[k] for k in ("place", "resource_place") if k in task.params)

@@ -28,11 +28,6 @@ from world.tasks import Task, goal_met
 DEFAULT_BUDGET = 4000  # search breadth a plan may take (candidates ranked plus actions simulated)
 
 
-def _task_places(task: Task) -> tuple[str, ...]:
-    p = task.params
-    return tuple(p[k] for k in ("place", "resource_place") if k in p)
-
-
 def plan_in(snap: Snapshot, task: Task, *, budget: int = DEFAULT_BUDGET) -> Plan | None:
     """Plan inside a snapshot (the sampler reuses one snapshot for many candidates)."""
     if snap.avatar_id not in snap.avatars:
@@ -47,7 +42,7 @@ def plan(world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDG
     """
     if goal_met(world, task, avatar_id):
         return Plan((), 0)
-    return plan_in(Snapshot.of(world, avatar_id, _task_places(task)), task, budget=budget)
+    return plan_in(Snapshot.of(world, avatar_id, task.places), task, budget=budget)
 
 
 def next_action(

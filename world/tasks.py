@@ -42,6 +42,13 @@ class Task:
     def spec(self) -> dict[str, Any]:
         return {"family": self.family, "params": self.params}
 
+    @property
+    def places(self) -> tuple[str, ...]:
+        """The places the task names (its target, its resource's place): a snapshot to plan
+        it in must reach them besides the avatar's surroundings."""
+        p = self.params
+        return tuple(p[k] for k in ("place", "resource_place") if k in p)
+
     @classmethod
     def from_spec(cls, spec: object) -> Task:
         """The task a spec (as made by :meth:`spec`) describes; raises TaskError on bad input."""
