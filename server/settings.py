@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     go_to_hops: int = Field(1, ge=1, le=100)
     # OpenEnv sessions (WebSocket connections to /openenv/ws) served at once; one more is refused
     openenv_max_sessions: int = Field(64, ge=1, le=4096)
+    # seconds a new OpenEnv session has to begin an episode (a reset with a valid token) before
+    # its socket is closed and its slot freed; once begun, a session silent for
+    # episode_idle_timeout_s is closed the same way
+    openenv_reset_timeout_s: float = Field(30.0, gt=0)
     sqlite_synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     db_pool_size: int = Field(20, ge=1)
     log_level: str = "info"

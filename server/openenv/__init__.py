@@ -4,7 +4,9 @@ This module only mounts it and never imports openenv-core itself: the library is
 (``pip install -e '.[interop]'``) and takes seconds to import, so the server still starts in
 well under two seconds and runs without it. The first request to ``/openenv`` loads it (in a
 thread; requests arriving meanwhile wait for it) and builds the OpenEnv app of
-:mod:`server.openenv.environment`, which every later request reaches directly.
+:mod:`server.openenv.environment`, which every later request reaches directly. Each WebSocket
+gets the deadlines of :mod:`server.openenv.deadlines`, so that no socket holds a session slot
+without playing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from server.openenv import peer
+from server.openenv.deadlines import Deadlines
 from server.runtime import Runtime
 
 log = logging.getLogger("bigworld.server")
@@ -48,6 +51,12 @@ class LazyOpenEnv:
             app = await asyncio.to_thread(self._build)
         client = scope.get("client")
         peer.address.set(client[0] if client else "unknown")
+        if scope["type"] == "websocket":
+            settings = self.runtime.settings
+            guarded = Deadlines(
+                receive, send, settings.openenv_reset_timeout_s, settings.episode_idle_timeout_s
+            )
+            receive, send = guarded.receive, guarded.send
         try:
             await app(scope, receive, send)
         except WebSocketDisconnect:

@@ -39,6 +39,7 @@ from agents.openenv_client import (  # noqa: E402
 )
 
 MAX_SESSIONS = 3
+RESET_S = 5  # BIGWORLD_OPENENV_RESET_TIMEOUT_S: a socket's time to begin an episode
 # The first request to /openenv loads openenv-core (seconds on a busy machine).
 LOAD_TIMEOUT = 120.0
 
@@ -50,6 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         f"sqlite:///{data / 'world.db'}",
         data / "data",
         BIGWORLD_OPENENV_MAX_SESSIONS=str(MAX_SESSIONS),
+        BIGWORLD_OPENENV_RESET_TIMEOUT_S=str(RESET_S),
     ).start()
     try:
         loaded = httpx.get(f"{proc.url}/openenv/health", timeout=LOAD_TIMEOUT)
@@ -255,6 +257,45 @@ def test_sessions_are_concurrent_up_to_the_limit(server: ServerProcess, admin: A
         admin.get(f"/v1/episodes/{s.observation['episode_id']}").json()["avatar_id"] for s in steps
     }
     assert len(avatars) == MAX_SESSIONS
+
+
+def test_sockets_that_begin_no_episode_lose_their_slots(server: ServerProcess, admin: Api) -> None:
+    """Sockets that connect and never reset hold every slot only until the reset deadline."""
+    url = f"ws://127.0.0.1:{server.port}/openenv/ws"
+    _, token = policy(admin)
+
+    async def quiet() -> Any:  # a socket that got a slot: the server says nothing to it
+        for _ in range(100):  # a slot of an earlier test's session may be freeing still
+            ws = await ws_connect(url)
+            try:
+                await asyncio.wait_for(ws.recv(), 0.5)  # a refusal: no slot yet
+            except TimeoutError:
+                return ws
+            await ws.close()
+            await asyncio.sleep(0.1)
+        raise AssertionError("no OpenEnv session slot came free")
+
+    async def play() -> tuple[list[int | None], float, Any]:
+        held = [await quiet() for _ in range(MAX_SESSIONS)]
+        began = time.monotonic()
+        async with ws_connect(url) as one_more:  # every slot is held
+            assert "CAPACITY_REACHED" in await asyncio.wait_for(one_more.recv(), 30)
+        codes = []
+        for ws in held:
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), RESET_S + 30)
+            codes.append(closed.value.rcvd.code if closed.value.rcvd else None)
+        waited = time.monotonic() - began
+        env = GenericEnvClient(base_url=f"{server.url}/openenv")
+        try:
+            return codes, waited, await env.reset(token=token)
+        finally:
+            await env.close()
+
+    codes, waited, result = asyncio.run(play())
+    assert codes == [1008] * MAX_SESSIONS  # policy violation: no episode begun in time
+    assert waited < RESET_S + 15
+    assert result.observation["step"] == 0  # the freed slot serves a new session
 
 
 def test_readme_openenv_snippet_runs(server: ServerProcess, admin: Api) -> None:
