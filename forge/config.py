@@ -34,6 +34,7 @@ INT_RANGES = {
     "probes_per_family": (0, 100),
     "draw_tries": (0, 100),
     "curriculum_hops": (1, 100),
+    "stale_ticks": (0, 2**62),
 }
 MAX_FLOAT = 1e6  # weights and timeouts above this are mistakes
 
@@ -56,6 +57,10 @@ class ForgeConfig:
     retire_parents: bool = True  # retire a mastered or hopeless task once its variant is accepted
     max_proposals: int = 2  # proposals per cycle at most (the most extreme tasks first)
     cooldown_cycles: int = 5  # cycles after a proposal before the same task is proposed for again
+    # a live non-probe task with no rollout ended (and not created) in this many ticks retires:
+    # fresh samples near every place the avatars pass would otherwise keep the pool growing,
+    # and the draw and every cycle read the whole live pool under the world lock; 0: never
+    stale_ticks: int = 2000
     mutation_tries: int = 8  # variants the oracle plans per proposal at most
     plan_budget: int = 4000  # oracle search budget per plan, in proposals and draws alike
     rewriter: str = "programmatic"  # "programmatic", or "language_model" (falls back to it)

@@ -27,7 +27,7 @@ from forge import critic, mutate
 from forge.config import ForgeConfig
 from forge.critic import Feedback, Rollout, StepTrace
 from forge.dynamics import evolve
-from forge.pool import PoolTask
+from forge.pool import PoolTask, rung
 from world import rng
 from world.errors import TaskError, UnknownEntityError
 from world.state import World
@@ -160,6 +160,7 @@ def run_cycle(
         if task.status in ("active", "pending"):
             result.feedback[task.id] = critic.feedback(task.id, history.get(task.id, ()), config)
     retired = _trials(pool, by_id, history, config, result)
+    retired |= _stale(pool, history, config, world.tick, result)
     candidates = [t for t in pool if t.id not in retired]
     for task, way in due(candidates, result.feedback, config, cycle):
         _propose(
@@ -236,6 +237,51 @@ def _trials(
                 )
                 retired.add(parent.id)
     return retired
+
+
+def _stale(
+    pool: Sequence[PoolTask],
+    history: Mapping[str, Sequence[Rollout]],
+    config: ForgeConfig,
+    tick: int,
+    result: CycleResult,
+) -> set[str]:
+    """Retire every live task that no rollout has ended for in more than ``stale_ticks`` ticks
+    (counted from its newest ended rollout, or from when it joined the pool); returns their ids.
+
+    Why: a begin whose pool has nothing near the avatar samples a fresh task, so the avatars'
+    wandering adds go_to tasks at every place they pass, and the pool only grew (the soak,
+    #15: 116 live tasks after 10 minutes). The draw at every begin and every cycle read the
+    whole live pool, its rows and each task's rollouts, under the world lock, so every
+    request that waits on the lock got slower with the hour. Kept: probes (they measure
+    forgetting), the pool's go_to rung (the curriculum's draw follows it) and tasks that
+    changed status this cycle. A retired task drawn again as a fresh sample still plays."""
+    if not config.stale_ticks:
+        return set()
+    current = rung(pool)
+    keep = {c.task_id for c in result.changes} | ({current.task_id} if current else set())
+    stale: set[str] = set()
+    for task in sorted(pool, key=lambda t: t.id):
+        if task.status not in ("active", "pending") or task.probe or task.id in keep:
+            continue
+        ended = history.get(task.id, ())
+        last = max(task.created_tick, ended[0].end_tick if ended else 0)
+        if tick - last <= config.stale_ticks:
+            continue
+        why = f"stale: no rollout ended since tick {last} (stale_ticks {config.stale_ticks})"
+        result.changes.append(StatusChange(task.id, "retired", why))
+        evidence = {
+            "reason": why,
+            "last_tick": last,
+            "tick": tick,
+            "stale_ticks": config.stale_ticks,
+            "was": task.status,
+            "accuracy": result.feedback[task.id].accuracy,
+            "rollouts": len(ended),
+        }
+        result.decisions.append(Decision("task.retire", "retired", evidence, task.id))
+        stale.add(task.id)
+    return stale
 
 
 def _retire_reason(

@@ -8,9 +8,10 @@ import pytest
 from forgekit import AVATAR, fresh_world, pooled, rollouts, sample
 
 from forge.config import ForgeConfig
+from forge.critic import Rollout
 from forge.cycle import EASIER, HARDER, Suggestion, direction, run_cycle, trial_verdict
 from forge.pool import PoolTask
-from world import oracle
+from world import engine, oracle
 from world.state import World
 from world.tasks import Task
 
@@ -220,3 +221,40 @@ def test_same_seed_and_history_give_the_same_decisions() -> None:
     kinds = {kind for kind, *_ in first}
     assert {"task.harder", "task.easier"} <= kinds
     assert any(kind.startswith("world.") for kind in kinds)
+
+
+def test_tasks_nobody_rolls_out_retire_so_the_pool_stays_bounded(world: World) -> None:
+    """A live task with no rollout ended for more than ``stale_ticks`` retires (#15: the pool
+    grew with every place the avatars passed, and every draw and cycle read all of it);
+    probes, tasks rolled out or admitted within the window, and the go_to rung stay."""
+    for _ in range(30):
+        engine.heartbeat(world)
+    world.commit()
+    assert world.tick == 30
+    config = ForgeConfig(stale_ticks=10, max_proposals=0)
+    old, recent, fresh, probe, trial = (
+        sample(world, family, key=family)
+        for family in ("pick_and_place", "clean_and_place", "heat_and_place", "craft", "go_to")
+    )
+    rung_task = sample(world, "go_to", key="rung")
+    pool = [
+        pooled(old, created_tick=1),
+        pooled(recent, created_tick=1),
+        pooled(fresh, created_tick=25),
+        pooled(probe, probe=True, origin="probe"),
+        pooled(trial, status="pending", origin=HARDER, parent_id=old.id, created_tick=2),
+        pooled(rung_task, origin=EASIER, created_tick=1),
+    ]
+    history = {
+        old.id: [Rollout(1, old.id, AVATAR, True, "v1", 3, end_tick=19)],
+        recent.id: [Rollout(2, recent.id, AVATAR, True, "v1", 3, end_tick=20)],
+    }
+    result = run_cycle(world, pool, history, config, 1, dynamics=False)
+    retired = {c.task_id for c in result.changes if c.status == "retired"}
+    assert retired == {old.id, trial.id}  # 30 - 19 > 10; the pending trial, created at 2
+    stale = [d for d in result.decisions if d.kind == "task.retire"]
+    assert {d.task_id for d in stale} == retired and all(d.verdict == "retired" for d in stale)
+    assert {d.evidence["last_tick"] for d in stale} == {19, 2}
+
+    never = run_cycle(world, pool, history, ForgeConfig(stale_ticks=0), 1, dynamics=False)
+    assert not never.changes
