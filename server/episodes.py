@@ -28,6 +28,7 @@ from world.errors import ActionError, TaskError
 from world.state import World
 from world.store import SqlBackend, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
+from world.store.regions import Scope
 
 
 def task_out(row: TaskRow) -> TaskOut:
@@ -221,7 +222,11 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
         session.commit()
         return out
 
-    out = runtime.world_transaction(work)
+    # A step locks what its avatar can reach (PostgreSQL); planning the distance after it may
+    # read anywhere, so that takes the world.
+    avatar = caller.avatar_id
+    scope = None if runtime.settings.record_distance or avatar is None else Scope(avatar)
+    out = runtime.world_transaction(work, scope)
     runtime.metrics.step(time.perf_counter() - started)
     return out
 

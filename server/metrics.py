@@ -25,6 +25,11 @@ class Metrics:
         self.episodes_ended: dict[str, int] = defaultdict(int)
         self.world_commits = 0
         self.world_transactions = 0  # committed together in world_commits commits
+        # PostgreSQL: seconds world transactions spent in lock statements (each transaction of
+        # a batch counted for the batch's wait), and transactions carried to the next batch
+        # because a lock they tried was taken
+        self.world_lock_wait_s = 0.0
+        self.world_carried = 0
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -43,6 +48,11 @@ class Metrics:
         with self._lock:
             self.world_commits += 1
             self.world_transactions += transactions
+
+    def world_wait(self, seconds: float, carried: int) -> None:
+        with self._lock:
+            self.world_lock_wait_s += seconds
+            self.world_carried += carried
 
     def episode_ended(self, status: str) -> None:
         with self._lock:
@@ -92,6 +102,14 @@ class Metrics:
                 "# HELP bigworld_world_commits_total Commits of world transactions (group commit).",
                 "# TYPE bigworld_world_commits_total counter",
                 f"bigworld_world_commits_total {self.world_commits}",
+                "# HELP bigworld_world_lock_wait_seconds_total Seconds world transactions spent"
+                " taking locks (PostgreSQL).",
+                "# TYPE bigworld_world_lock_wait_seconds_total counter",
+                f"bigworld_world_lock_wait_seconds_total {self.world_lock_wait_s:.6f}",
+                "# HELP bigworld_world_carried_total World transactions carried to the next"
+                " batch: a lock they tried was taken (PostgreSQL).",
+                "# TYPE bigworld_world_carried_total counter",
+                f"bigworld_world_carried_total {self.world_carried}",
                 "# HELP bigworld_world_transactions_total World transactions run in those commits.",
                 "# TYPE bigworld_world_transactions_total counter",
                 f"bigworld_world_transactions_total {self.world_transactions}",

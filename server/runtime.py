@@ -19,6 +19,7 @@ from server.settings import Settings
 from world.rules import Rules, default_rules
 from world.store import Work, Writer, make_engine, session_factory
 from world.store.database import WRITE_OPTION
+from world.store.regions import Scope
 
 T = TypeVar("T")
 
@@ -31,7 +32,7 @@ class Runtime:
     rules: Rules
     limiter: RateLimiter
     # This process's world transactions, committed in batches by one thread (group commit).
-    # Other processes over the same PostgreSQL meet at the world row's lock.
+    # Other processes over the same PostgreSQL meet at region locks (world.store.regions).
     writer: Writer
     metrics: Metrics = field(default_factory=Metrics)
     callers: CallerCache = field(default_factory=lambda: CallerCache(0.0))
@@ -51,7 +52,7 @@ class Runtime:
             sessions=session_factory(engine),
             rules=default_rules(),
             limiter=RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst),
-            writer=Writer(engine, on_commit=metrics.world_commit),
+            writer=Writer(engine, on_commit=metrics.world_commit, on_wait=metrics.world_wait),
             metrics=metrics,
             callers=CallerCache(settings.auth_cache_s),
             auth_failures=FailureThrottle(settings.auth_failures_per_min),
@@ -70,9 +71,10 @@ class Runtime:
             session.connection(execution_options={WRITE_OPTION: True})
             yield session
 
-    def world_transaction(self, work: Work[T]) -> T:
+    def world_transaction(self, work: Work[T], scope: Scope | None = None) -> T:
         """Run ``work(session, world_row)`` as one world transaction under the world lock and
         return its value once the transaction is durable (``world.store.writer``: it may share
         its commit with others). ``session.commit()`` keeps the work done so far; raising, or
-        returning without committing, drops what was not kept, and nothing else."""
-        return self.writer.run(work)
+        returning without committing, drops what was not kept, and nothing else. With a
+        ``scope`` (PostgreSQL) it locks what the scope's avatar can reach, not the world."""
+        return self.writer.run(work, scope)

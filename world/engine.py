@@ -565,6 +565,7 @@ def step(world: World, avatar_id: str, text: str) -> StepResult:
         feedback = HANDLERS[action.verb](view, action, True)
     except Rejected as rejected:
         accepted, feedback, reason = False, NOTHING, str(rejected)
+    started = world.tick
     tick = world.advance()
     if not accepted:
         world.emit(
@@ -574,7 +575,7 @@ def step(world: World, avatar_id: str, text: str) -> StepResult:
         "action",
         avatar_id,
         [f"avatar:{avatar_id}", f"place:{view.place.id}"],
-        {"text": normal, "accepted": accepted, "observation": feedback},
+        {"text": normal, "accepted": accepted, "observation": feedback, **_jump(started, tick)},
     )
     after = View(world, avatar)
     return StepResult(feedback, admissible(after), tick, accepted)
@@ -582,6 +583,13 @@ def step(world: World, avatar_id: str, text: str) -> StepResult:
 
 def heartbeat(world: World) -> int:
     """Advance the clock by one tick with no action (logged, so a replay stays exact)."""
+    started = world.tick
     tick = world.advance()
-    world.emit("tick", None, [], {})
+    world.emit("tick", None, [], _jump(started, tick))
     return tick
+
+
+def _jump(started: int, tick: int) -> dict[str, int]:
+    """Where the clock stood before an advance that skipped ticks other transactions drew
+    (PostgreSQL, design §4): a replay starts the input there. Empty for a one-tick advance."""
+    return {} if tick == started + 1 else {"from_tick": started}

@@ -58,17 +58,52 @@ def _apply_task_input(world: World, kind: str, actor: str, payload: Mapping[str,
         tasks.goal_met(world, tasks.Task.from_spec(payload["task"]), actor)
 
 
+def started_at(event: Mapping[str, Any]) -> int:
+    """The tick the world stood at when ``event``'s input was applied: an action or a
+    heartbeat advanced the clock from there to the event's tick (by one, unless other
+    transactions drew ticks meanwhile, which the payload's ``from_tick`` then says)."""
+    if event["kind"] in ("action", "tick"):
+        return int(event["payload"].get("from_tick", event["tick"] - 1))
+    return int(event["tick"])
+
+
 def replay(events: Iterable[Mapping[str, Any]], backend: Backend) -> int:
     """Apply every input of ``events`` (id order, with ``txn``) onto ``backend``, one World
-    per logged transaction; returns how many transactions held inputs."""
+    per logged transaction; returns how many transactions held inputs.
+
+    Each input starts at the tick it started at live (:func:`started_at`), and the world's
+    clock ends at the latest tick logged: where transactions of distant regions ran side by
+    side (PostgreSQL), the log's order is their commit order, not the order of their ticks."""
     replayed = 0
+    clock = _LoggedClock(backend)
     for _txn, group in groupby(events, key=lambda e: e["txn"]):
         inputs = [e for e in group if e["kind"] in INPUT_KINDS]
         if not inputs:
             continue
-        world = World(backend)
+        world = World(clock)
+        latest = world.meta.tick
         for event in inputs:
+            world.meta.tick = started_at(event)
+            clock.logged = int(event["tick"])
             apply_input(world, event)
+            latest = max(latest, world.meta.tick)
+        world.meta.tick = latest
         world.commit()
         replayed += 1
     return replayed
+
+
+class _LoggedClock:
+    """``backend`` whose clock lands where the log says: an advance reaches the logged tick
+    of the input being replayed (live, the store may have handed out a later one than the
+    next); everything else is the backend's."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.logged = 0
+
+    def next_tick(self, tick: int) -> int:
+        return max(tick, self.logged)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)

@@ -37,6 +37,16 @@ class Backend(Protocol):
     def load_avatar(self, avatar: str) -> Avatar | None: ...
     def load_avatars_at(self, place: str) -> list[Avatar]: ...
     def save(self, changes: ChangeSet) -> None: ...
+    def next_tick(self, tick: int) -> int:
+        """The tick an advance to ``tick`` reaches: ``tick`` itself, or later where the store
+        hands ticks out to transactions running side by side (PostgreSQL)."""
+        ...
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        """Before this transaction's first new thing: bring ``meta``'s thing id and label
+        counters up to date and hold them for the rest of the transaction."""
+        ...
+
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every stored entity as (table, canonical row), in a canonical order."""
         ...
@@ -67,6 +77,7 @@ class World:
         self._loaded_inventories: set[str] = set()
         self._loaded_crowds: set[str] = set()  # places whose avatars are all loaded
         self._changes = ChangeSet(meta=self.meta)
+        self._reserved = False
 
     # -- clock and rules -------------------------------------------------------------------
     @property
@@ -89,7 +100,7 @@ class World:
     def advance(self, ticks: int = 1) -> int:
         """Move the logical clock forward and bring every loaded thing up to the new tick,
         so that what this transaction shows next is what the next one would see."""
-        self.meta.tick += ticks
+        self.meta.tick = self.backend.next_tick(self.meta.tick + ticks)
         for thing in self._things.values():
             if dynamics.settle(thing, self.rules, self.meta, self.meta.tick):
                 self.touch(thing)
@@ -135,6 +146,9 @@ class World:
 
     def _allocate(self, type_name: str, numbered: bool = True) -> tuple[int, int]:
         """A fresh thing id and, when ``numbered``, a fresh world-wide label number."""
+        if not self._reserved:
+            self.backend.reserve_ids(self.meta)
+            self._reserved = True
         thing_id = self.meta.next_thing_id
         self.meta.next_thing_id += 1
         num = 0
@@ -448,6 +462,12 @@ class MemoryBackend:
 
     def load_avatars_at(self, place: str) -> list[Avatar]:
         return [a for a in self.avatars.values() if a.place == place]
+
+    def next_tick(self, tick: int) -> int:
+        return tick
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        """Nothing to do: one transaction at a time holds this world."""
 
     def _unindex(self, thing_id: int) -> None:
         place, holder = self._where.pop(thing_id, (None, None))

@@ -186,8 +186,10 @@ def test_a_failing_request_leaves_its_batch_alone(runtime: Runtime, commits: lis
     assert isinstance(answers[1], Conflict) and answers[1].code == "test_conflict"
     assert isinstance(answers[2], ApiError) and answers[2].code == "step_out_of_order"
     assert len(commits) == 2
-    assert sorted([answers[0].tick, answers[3].tick]) == [before + 1, before + 2]
-    assert _tick(runtime) == before + 2
+    # On PostgreSQL ticks come from a sequence, and the failed heartbeat's stays drawn: a gap.
+    gap = 0 if runtime.engine.dialect.name == "sqlite" else 1
+    assert sorted([answers[0].tick, answers[3].tick]) == [before + 1, before + 2 + gap]
+    assert _tick(runtime) == before + 2 + gap
     with runtime.sessions() as session:
         heartbeats = session.scalar(
             select(func.count()).select_from(EventRow).where(EventRow.kind == "tick")

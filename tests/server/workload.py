@@ -121,8 +121,11 @@ def check_history(database_url: str, acks: list[Ack]) -> str:
             for key, ack in told.items():
                 assert (steps[key].action, steps[key].tick) == (ack.action, ack.tick), key
             ticks = sorted(r.tick for r in steps.values())
-            assert ticks == list(range(1, len(ticks) + 1)), "ticks are not one per step"
-            assert read_world(session).meta.tick == len(ticks)
+            if engine.dialect.name == "sqlite":
+                assert ticks == list(range(1, len(ticks) + 1)), "ticks are not one per step"
+            else:  # a sequence: one per step still, with gaps where a drawn one was not kept
+                assert len(set(ticks)) == len(ticks) and ticks[0] >= 1, "a tick taken twice"
+            assert read_world(session).meta.tick == ticks[-1]
             avatars = {a.id for a in session.scalars(select(AvatarRow))}
             actions = session.execute(
                 select(EventRow.actor, EventRow.tick).where(EventRow.kind == "action")

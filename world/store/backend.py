@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing, region_of
 from world.rules import RulesVersion
+from world.store import regions as pg
 from world.store.errors import StoreError
 from world.store.models import (
     AvatarRow,
@@ -46,6 +47,7 @@ class SqlBackend:
     def __init__(self, session: Session, row: WorldRow | None = None) -> None:
         self.session = session
         self._row = row
+        self._reserved = False  # this transaction holds the thing counters (PostgreSQL)
         self._things: dict[int, Thing] = {}
         self._avatars: dict[str, Avatar] = {}
         self._places: dict[str, Place] = {}
@@ -107,6 +109,26 @@ class SqlBackend:
     def load_avatars_at(self, place: str) -> list[Avatar]:
         return [self._hand_avatar(r) for r in self._rows(AvatarRow, "place", place=place)]
 
+    # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
+    def next_tick(self, tick: int) -> int:
+        if not self.session.info.get(pg.SESSION_CLOCK):
+            return tick
+        drawn = self.session.connection().execute(pg.NEXT_TICK).scalar_one()
+        return max(tick, int(drawn))
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        """On PostgreSQL, lock the world row and read its thing counters (another process may
+        have moved them since this transaction began); SQLite's writer already holds them."""
+        conn = self.session.connection()
+        if conn.dialect.name == "sqlite" or self._reserved:
+            return
+        row, took = pg.reserve_ids(conn, wait=not self.session.info.get(pg.SESSION_NOWAIT))
+        info = self.session.info
+        info[pg.SESSION_WAITED] = info.get(pg.SESSION_WAITED, 0.0) + took
+        meta.next_thing_id = row["next_thing_id"]
+        meta.counters = dict(row["counters"])
+        self._reserved = True
+
     # -- saving ----------------------------------------------------------------------------
     def save(self, changes: ChangeSet) -> None:
         """Write one transaction's changes with Core statements (upserts, one delete, the
@@ -115,6 +137,10 @@ class SqlBackend:
         things = list(changes.things.values())
         avatars = list(changes.avatars.values())
         places = list(changes.places.values())
+        locked = self.session.info.get(pg.SESSION_SCOPE)
+        if locked is not None:
+            written = [*(p.id for p in places), *(t.place for t in things if t.place)]
+            pg.check_written(locked, written, avatars)
         for thing_id in changes.removed:
             self._things.pop(thing_id, None)
         if changes.regions:
@@ -137,8 +163,15 @@ class SqlBackend:
         row = self._world_row()
         if changes.events:
             row = append_events(self.session, row, changes.events)
-        row = dataclasses.replace(row, meta=changes.meta.copy())
-        s.execute(_META_UPDATE, row.values())
+        if s.dialect.name == "sqlite":
+            row = dataclasses.replace(row, meta=changes.meta.copy())
+            s.execute(_META_UPDATE, row.values())
+        elif self._reserved or changes.meta.versions != row.meta.versions:
+            # PostgreSQL: the clock and the log's numbers live in sequences; the row is written
+            # only by a transaction that drew thing ids (holding its lock) or published rules.
+            row = dataclasses.replace(row, meta=changes.meta.copy())
+            values = row.values()
+            s.execute(_META_UPDATE, {k: values[k] for k in _PG_META_COLUMNS})
         self._row = row
 
     # -- dumping ---------------------------------------------------------------------------
@@ -189,9 +222,14 @@ class WorldRow:
 
 
 def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
-    """The world row (``StoreError`` when the world is not initialised)."""
-    stmt = _META_LOCK if for_update else _META_READ
-    row = session.connection().execute(stmt).mappings().first()
+    """The world row (``StoreError`` when the world is not initialised). On PostgreSQL the
+    clock is the latest tick logged (the row's ``tick`` is not kept there, ``regions``)."""
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        stmt: Any = _META_LOCK if for_update else _META_READ
+    else:
+        stmt = pg.LOGGED_READ
+    row = conn.execute(stmt).mappings().first()
     if row is None:
         raise StoreError(
             "the world is not initialised (run `bigworld db upgrade`, start the server)"
@@ -201,30 +239,53 @@ def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
 
 def append_events(session: Session, row: WorldRow, events: Sequence[Event]) -> WorldRow:
     """Append events as one transaction group (the caller holds the world lock); returns the
-    world row with the group's ``txn_seq`` and ``last_event_id``, for the caller to write."""
-    txn = row.txn_seq + 1
-    first = row.last_event_id + 1
+    world row with the group's ``txn_seq`` and ``last_event_id``, for the caller to write.
+
+    On PostgreSQL the group is numbered from sequences under the log lock: in the writer's
+    batch at its commit (the group waits in the session until then, :func:`insert_log`),
+    elsewhere (replays, tools) at once."""
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        txn, first = row.txn_seq + 1, row.last_event_id + 1
+        insert_log(conn, [txn], list(range(first, first + len(events))), [events])
+        return dataclasses.replace(row, txn_seq=txn, last_event_id=first + len(events) - 1)
+    pending = session.info.get(pg.SESSION_PENDING)
+    if pending is not None:
+        pending.append(list(events))
+        return row
+    pg.take_log_lock(conn)
+    txns, ids = pg.number_log(conn, [len(events)])
+    insert_log(conn, txns, ids, [events])
+    return row
+
+
+def insert_log(
+    conn: Connection, txns: Sequence[int], ids: Sequence[int], groups: Sequence[Sequence[Event]]
+) -> None:
+    """Insert event groups, the i-th numbered ``txns[i]``, their events taking ``ids`` in
+    order, with their entity index."""
     rows: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
-    for offset, ev in enumerate(events):
-        event_id = first + offset
-        rows.append(
-            {
-                "id": event_id,
-                "txn": txn,
-                "tick": ev.tick,
-                "kind": ev.kind,
-                "actor": ev.actor,
-                "entities": list(ev.entities),
-                "payload": ev.payload,
-            }
-        )
-        links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
-    conn = session.connection()
-    conn.execute(Base.metadata.tables["events"].insert(), rows)
+    numbered = iter(ids)
+    for txn, events in zip(txns, groups, strict=True):
+        for ev in events:
+            event_id = next(numbered)
+            rows.append(
+                {
+                    "id": event_id,
+                    "txn": txn,
+                    "tick": ev.tick,
+                    "kind": ev.kind,
+                    "actor": ev.actor,
+                    "entities": list(ev.entities),
+                    "payload": ev.payload,
+                }
+            )
+            links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
+    if rows:
+        conn.execute(Base.metadata.tables["events"].insert(), rows)
     if links:
         conn.execute(Base.metadata.tables["event_entities"].insert(), links)
-    return dataclasses.replace(row, txn_seq=txn, last_event_id=first + len(rows) - 1)
 
 
 # Statements are built once and reused: building a statement and its cache key costs more
@@ -233,6 +294,7 @@ _META = Base.metadata.tables["world_meta"]
 _META_READ = select(_META).where(_META.c.id == 1)
 _META_LOCK = _META_READ.with_for_update()
 _META_UPDATE = update(_META).where(_META.c.id == 1)
+_PG_META_COLUMNS = ("seed", "next_thing_id", "counters", "versions")
 
 
 @cache

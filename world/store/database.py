@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from world.rules import Rules, default_rules
+from world.store import regions
 from world.store.backend import WorldRow, read_world
 from world.store.errors import StoreError
 from world.store.models import Base
@@ -29,7 +30,6 @@ from world.values import WorldMeta
 SQLITE_HEAP_LIMIT = 8 * 2**20
 WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMMEDIATE (SQLite)
 _WORLD = Base.metadata.tables["world_meta"]
-_WORLD_LOCK = select(_WORLD.c.id).where(_WORLD.c.id == 1).with_for_update()
 
 
 def make_engine(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 20) -> Engine:
@@ -86,20 +86,23 @@ def lock_world(session: Session) -> WorldRow:
     """
     if session.in_transaction() and is_sqlite(session):
         raise StoreError("lock_world must open the transaction (it was already begun)")
-    session.connection(execution_options={WRITE_OPTION: True})
+    conn = session.connection(execution_options={WRITE_OPTION: True})
+    if conn.dialect.name != "sqlite":  # the whole world: every region's lock waits on it
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.WORLD_KEY})
     return read_world(session, for_update=True)
 
 
 def begin_locked(conn: Connection) -> None:
     """Begin ``conn``'s transaction holding the world lock, as :func:`lock_world` does for a
-    session: the group commit's batch (``world.store.writer``) runs its savepoints inside it.
-    On PostgreSQL the row lock is taken here, outside every savepoint, because rolling back a
-    savepoint that took a row lock gives the lock up. On SQLite ``BEGIN IMMEDIATE`` is the
-    lock, and there is nothing to read."""
+    session: SQLite's group commit batch (``world.store.writer``) runs its savepoints inside
+    it. On SQLite ``BEGIN IMMEDIATE`` is the lock, and there is nothing to read; on PostgreSQL
+    the whole world's advisory lock is taken here, outside every savepoint, because rolling
+    back a savepoint gives up the locks taken in it (the writer's PostgreSQL batches lock
+    per transaction instead, ``world.store.regions``)."""
     conn.execution_options(**{WRITE_OPTION: True})
     conn.begin()
     if conn.dialect.name != "sqlite":
-        conn.execute(_WORLD_LOCK)
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.WORLD_KEY})
 
 
 def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> WorldRow:
@@ -108,4 +111,6 @@ def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> Wor
         rules = rules or default_rules()
         meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
         session.execute(_WORLD.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
+    if not is_sqlite(session):  # the clock resumes after the log (a replay, a restart)
+        session.execute(regions.SYNC_CLOCK)
     return read_world(session)

@@ -16,21 +16,32 @@ queueing for one each; on PostgreSQL one WAL flush.
   previous one left it, so ticks, thing ids and event ids are handed out in commit order.
 - Nobody is answered before the commit: when the commit (or the connection) fails, every
   transaction of the batch fails with that error and nothing of it was written.
+
+On PostgreSQL a transaction submitted with a :class:`Scope` (a step: its avatar) locks its
+avatar and the regions it can reach instead of the whole world (``world.store.regions``), so
+batches of several processes over one database run side by side where their regions are
+apart. The first transaction of a batch waits for its locks; a later one only tries, and one
+that finds a lock taken is carried, first, into the next batch (waiting there while holding
+earlier transactions' locks could close a circle with another process). The batch numbers its
+log under one lock just before it commits, so the log's order is the order of commits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import Session
 
-from world.store.backend import WorldRow, read_world
+from world.store import regions as pg
+from world.store.backend import WorldRow, insert_log, read_world
 from world.store.database import begin_locked, session_factory
 from world.store.errors import StoreError
 
@@ -43,7 +54,18 @@ MAX_BATCH = 64  # transactions per commit at most, bounding the wait of the firs
 @dataclass
 class _Job:
     work: Work[Any]
+    scope: pg.Scope | None = None
     done: Future[Any] = field(default_factory=Future)
+
+
+@dataclass
+class _Ran:
+    """What one batch did: each kept job's outcome, the jobs carried to the next batch, and
+    the seconds its transactions spent waiting for locks (each counted once per job)."""
+
+    outcomes: list[tuple[_Job, Any, BaseException | None]] = field(default_factory=list)
+    carried: list[_Job] = field(default_factory=list)
+    waited: float = 0.0
 
 
 class Writer:
@@ -56,22 +78,30 @@ class Writer:
         engine: Engine,
         *,
         on_commit: Callable[[int], None] | None = None,
+        on_wait: Callable[[float, int], None] | None = None,
         max_batch: int = MAX_BATCH,
     ) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
+        self._regions = engine.dialect.name == "postgresql"
+        if self._regions:
+            event.listen(self._sessions, "after_commit", _keep_log)
+            event.listen(self._sessions, "after_soft_rollback", _drop_log)
         self._on_commit = on_commit
+        self._on_wait = on_wait
+        self._row_wait = 0.0  # seconds the last transaction waited for the world row (PG)
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def run(self, work: Work[T]) -> T:
-        """Run ``work`` as one world transaction; returns its value once it is durable."""
+    def run(self, work: Work[T], scope: pg.Scope | None = None) -> T:
+        """Run ``work`` as one world transaction; returns its value once it is durable.
+        ``scope``: on PostgreSQL, lock only what the scope's avatar can reach."""
         if threading.current_thread() is self._thread:
             raise StoreError("expected one world transaction at a time, got one inside another")
-        job = _Job(work)
+        job = _Job(work, scope)
         with self._start:
             if self._closed:
                 raise StoreError("expected an open writer, got one that was closed")
@@ -97,43 +127,55 @@ class Writer:
             thread.join(timeout)
 
     def _serve(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            stop = False
-            while len(batch) < self._max_batch and not self._queue.empty():
+        carried: list[_Job] = []
+        stop = False
+        while not stop or carried:
+            batch = list(carried)
+            if not batch:
+                first = self._queue.get()
+                if first is None:
+                    return
+                batch.append(first)
+            while not stop and len(batch) < self._max_batch and not self._queue.empty():
                 job = self._queue.get()
                 if job is None:
                     stop = True
                     break
                 batch.append(job)
-            self._commit(batch)
-            if stop:
-                return
+            carried = self._commit(batch)
 
-    def _commit(self, batch: list[_Job]) -> None:
+    def _commit(self, batch: list[_Job]) -> list[_Job]:
+        """Run and commit ``batch``, answer its jobs; returns the jobs carried to the next."""
         try:
-            outcomes = self._run(batch)
+            ran = self._run(batch)
         except BaseException as exc:  # the batch failed as a whole: nothing of it was written
             for job in batch:
                 job.done.set_exception(exc)
-            return
-        if self._on_commit is not None:
-            self._on_commit(len(batch))
-        for job, (value, error) in zip(batch, outcomes, strict=True):
+            return []
+        if self._on_commit is not None and ran.outcomes:
+            self._on_commit(len(ran.outcomes))
+        if self._on_wait is not None:
+            self._on_wait(ran.waited, len(ran.carried))
+        for job, value, error in ran.outcomes:
             if error is None:
                 job.done.set_result(value)
             else:
                 job.done.set_exception(error)
+        return ran.carried
 
-    def _run(self, batch: list[_Job]) -> list[tuple[Any, BaseException | None]]:
-        """Run the batch in one transaction and commit it; returns each job's outcome."""
+    def _run(self, batch: list[_Job]) -> _Ran:
+        """Run the batch in one transaction and commit it."""
+        ran = _Ran()
         with self._engine.connect() as conn:
             try:
-                begin_locked(conn)
-                outcomes = [self._apply(conn, job.work) for job in batch]
+                if not self._regions:
+                    begin_locked(conn)
+                    for job in batch:
+                        value, error, _log = self._apply(conn, job.work, None)
+                        ran.outcomes.append((job, value, error))
+                else:
+                    conn.begin()
+                    self._run_regions(conn, batch, ran)
                 conn.commit()
             except BaseException:
                 # Whatever state the failure left the connection in (a transaction still open
@@ -141,14 +183,80 @@ class Writer:
                 # the database then rolls the batch back.
                 conn.invalidate()
                 raise
-        return outcomes
+        return ran
 
-    def _apply(self, conn: Connection, work: Work[Any]) -> tuple[Any, BaseException | None]:
-        """Run one transaction in a savepoint. A failure of its own rolls back to the savepoint
-        and is returned; a failure to roll back (the connection is gone) fails the batch."""
-        with self._sessions(bind=conn, join_transaction_mode="create_savepoint") as session:
+    def _run_regions(self, conn: Connection, batch: list[_Job], ran: _Ran) -> None:
+        """PostgreSQL: each job takes its locks (waiting only while the batch holds none),
+        runs in its savepoint, and the batch numbers and writes its log last."""
+        groups: list[list[Any]] = []
+        for index, job in enumerate(batch):
+            wait = index == 0  # the batch holds no lock yet
+            started = time.perf_counter()
             try:
-                return work(session, read_world(session)), None
+                locked = pg.lock(conn, job.scope, wait=wait)
+            except pg.Busy:
+                ran.carried.append(job)
+                continue
+            except pg.ScopeError:
+                ran.carried.append(dataclasses.replace(job, scope=None))
+                continue
+            if wait:
+                ran.waited += (time.perf_counter() - started) * len(batch)
+            value, error, log = self._apply(conn, job.work, (locked, not wait))
+            ran.waited += self._row_wait * len(batch)
+            if isinstance(error, pg.Busy):
+                ran.carried.append(job)
+            elif isinstance(error, pg.ScopeError):
+                ran.carried.append(dataclasses.replace(job, scope=None))
+            else:
+                ran.outcomes.append((job, value, error))
+                groups.extend(log)
+        if groups:
+            ran.waited += pg.take_log_lock(conn) * len(ran.outcomes)
+            txns, ids = pg.number_log(conn, [len(g) for g in groups])
+            insert_log(conn, txns, ids, groups)
+
+    def _apply(
+        self, conn: Connection, work: Work[Any], regions: tuple[pg.Locked | None, bool] | None
+    ) -> tuple[Any, BaseException | None, list[list[Any]]]:
+        """Run one transaction in a savepoint; returns its value, its error and (PostgreSQL)
+        the event groups it kept. A failure of its own rolls back to the savepoint and is
+        returned; a failure to roll back (the connection is gone) fails the batch."""
+        with self._sessions(bind=conn, join_transaction_mode="create_savepoint") as session:
+            if regions is not None:
+                locked, nowait = regions
+                session.info.update(
+                    {
+                        pg.SESSION_SCOPE: locked,
+                        pg.SESSION_CLOCK: True,
+                        pg.SESSION_NOWAIT: nowait,
+                        pg.SESSION_PENDING: [],
+                        pg.SESSION_LOG: [],
+                    }
+                )
+                row = WorldRow.from_row(conn.execute(pg.JOB_READ).mappings().one())
+            else:
+                row = read_world(session)
+            try:
+                value = work(session, row)
             except Exception as exc:
                 session.rollback()
-                return None, exc
+                return None, exc, []
+            finally:
+                self._row_wait = session.info.get(pg.SESSION_WAITED, 0.0)
+            return value, None, session.info.get(pg.SESSION_LOG, [])
+
+
+def _keep_log(session: Session) -> None:
+    """A job's ``session.commit()`` keeps the event groups it appended so far."""
+    pending = session.info.get(pg.SESSION_PENDING)
+    if pending:
+        session.info[pg.SESSION_LOG].extend(pending)
+        pending.clear()
+
+
+def _drop_log(session: Session, _previous: Any) -> None:
+    """A rollback drops the event groups appended since the last commit."""
+    pending = session.info.get(pg.SESSION_PENDING)
+    if pending:
+        pending.clear()
