@@ -25,9 +25,9 @@ class Metrics:
         self.episodes_ended: dict[str, int] = defaultdict(int)
         self.world_commits = 0
         self.world_transactions = 0  # committed together in world_commits commits
-        # PostgreSQL: seconds world transactions spent in lock statements (each transaction of
-        # a batch counted for the batch's wait), and transactions carried to the next batch
-        # because a lock they tried was taken
+        # PostgreSQL: seconds world transactions waited for locks held elsewhere (each
+        # transaction of a batch counted for the batch's wait), and transactions carried to
+        # the next batch because a lock they tried was taken
         self.world_lock_wait_s = 0.0
         self.world_carried = 0
 
@@ -103,7 +103,7 @@ class Metrics:
                 "# TYPE bigworld_world_commits_total counter",
                 f"bigworld_world_commits_total {self.world_commits}",
                 "# HELP bigworld_world_lock_wait_seconds_total Seconds world transactions spent"
-                " taking locks (PostgreSQL).",
+                " waiting for locks held elsewhere (PostgreSQL).",
                 "# TYPE bigworld_world_lock_wait_seconds_total counter",
                 f"bigworld_world_lock_wait_seconds_total {self.world_lock_wait_s:.6f}",
                 "# HELP bigworld_world_carried_total World transactions carried to the next"

@@ -87,45 +87,53 @@ def near(rx: int, ry: int, reach: int = REACH) -> frozenset[tuple[int, int]]:
     )
 
 
-_TAKE = {  # unnest keeps the array's order, and the aggregate calls the lock row by row
-    True: text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) k"),
-    False: text(
-        "SELECT bool_and(pg_try_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) k"
-    ),
-}
+# Locks as (key, shared) pairs taken in array order. Trying stops at the first that is taken
+# elsewhere (LIMIT 1 over the unnest, which the executor reads in order), so a transaction
+# that must then wait holds only keys before the one it waits for, and the order holds.
+_TRY = text(
+    "SELECT i FROM unnest(CAST(:keys AS bigint[]), CAST(:shared AS boolean[])) "
+    "WITH ORDINALITY AS t(k, s, i) WHERE NOT CASE WHEN s THEN "
+    "pg_try_advisory_xact_lock_shared(k) ELSE pg_try_advisory_xact_lock(k) END LIMIT 1"
+)
+_WAIT = text(
+    "SELECT count(CASE WHEN s THEN pg_advisory_xact_lock_shared(k) "
+    "ELSE pg_advisory_xact_lock(k) END IS NULL) "
+    "FROM unnest(CAST(:keys AS bigint[]), CAST(:shared AS boolean[])) AS t(k, s)"
+)
 _PLACE = text("SELECT place FROM avatars WHERE id = :avatar")
-# The world shared, then the avatar, in one round trip (select items are evaluated in order).
-_WORLD_AVATAR = {
-    True: text(
-        "SELECT pg_advisory_xact_lock_shared(:w) IS NULL, pg_advisory_xact_lock(:a) IS NULL"
-    ),
-    False: text("SELECT pg_try_advisory_xact_lock_shared(:w), pg_try_advisory_xact_lock(:a)"),
-}
 
 
-def _take(conn: Connection, keys: Sequence[int], *, wait: bool) -> None:
-    """Take ``keys`` in the order given; without ``wait``, raise Busy if one is held."""
-    got = conn.execute(_TAKE[wait], {"keys": list(keys)}).scalar()
-    if not wait and not got:
+def _take(conn: Connection, keys: Sequence[tuple[int, bool]], *, wait: bool) -> float:
+    """Take ``keys`` (key, shared) in the order given: tried first, and where one is taken
+    elsewhere, waited for (``wait``) or refused with Busy. Returns the seconds waited, 0 when
+    nothing was taken elsewhere: what ``/metrics`` counts as lock wait."""
+    params = {"keys": [k for k, _ in keys], "shared": [s for _, s in keys]}
+    taken = conn.execute(_TRY, params).scalar()
+    if taken is None:
+        return 0.0
+    if not wait:
         raise Busy
+    rest = keys[int(taken) - 1 :]
+    started = time.perf_counter()
+    conn.execute(_WAIT, {"keys": [k for k, _ in rest], "shared": [s for _, s in rest]})
+    return time.perf_counter() - started
 
 
-def lock(conn: Connection, scope: Scope | None, *, wait: bool) -> Locked | None:
-    """Take the locks of one transaction on the batch's connection (outside its savepoint).
-    ``wait`` only for the first transaction of a batch, which holds nothing yet: the others
-    try, and raise Busy rather than wait while holding what earlier ones took."""
+def lock(conn: Connection, scope: Scope | None, *, wait: bool) -> tuple[Locked | None, float]:
+    """Take the locks of one transaction on the batch's connection (outside its savepoint);
+    returns what it holds and the seconds it waited. ``wait`` only for the first transaction
+    of a batch, which holds nothing yet: the others try, and raise Busy rather than wait
+    while holding what earlier ones took."""
     if scope is None:
-        _take(conn, [WORLD_KEY], wait=wait)
-        return None
-    got = conn.execute(_WORLD_AVATAR[wait], {"w": WORLD_KEY, "a": avatar_key(scope.avatar)}).one()
-    if not wait and not all(got):
-        raise Busy
+        return None, _take(conn, [(WORLD_KEY, False)], wait=wait)
+    waited = _take(conn, [(WORLD_KEY, True), (avatar_key(scope.avatar), False)], wait=wait)
     place = conn.execute(_PLACE, {"avatar": scope.avatar}).scalar()
     if place is None:  # not in the world yet: it joins at the origin, a world-wide event
         raise ScopeError(f"avatar {scope.avatar!r} has no place yet")
     regions = near(*region_of(place))
-    _take(conn, sorted(region_lock_key(*r) for r in regions), wait=wait)
-    return Locked(scope.avatar, regions)
+    keys = [(k, False) for k in sorted(region_lock_key(*r) for r in regions)]
+    waited += _take(conn, keys, wait=wait)
+    return Locked(scope.avatar, regions), waited
 
 
 def check_written(locked: Locked, places: Sequence[str], avatars: Sequence[Any]) -> None:
@@ -155,7 +163,10 @@ LOGGED_READ = text(
     "counters, versions, txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 NEXT_TICK = text("SELECT nextval('bigworld_ticks')")
-RESERVE = "SELECT next_thing_id, counters FROM world_meta WHERE id = 1 FOR UPDATE"
+_RESERVE = text("SELECT next_thing_id, counters FROM world_meta WHERE id = 1 FOR UPDATE")
+_RESERVE_TRY = text(
+    "SELECT next_thing_id, counters FROM world_meta WHERE id = 1 FOR UPDATE SKIP LOCKED"
+)
 _NUMBERS = text(
     "SELECT (SELECT array_agg(nextval('bigworld_txns')) FROM generate_series(1, :groups)), "
     "(SELECT array_agg(nextval('bigworld_events')) FROM generate_series(1, :events))"
@@ -169,18 +180,17 @@ SYNC_CLOCK = text(
 
 
 def reserve_ids(conn: Connection, *, wait: bool) -> tuple[Any, float]:
-    """Lock the world row to draw thing ids and labels; NOWAIT (Busy) unless ``wait``.
-    Returns the row and the seconds it took."""
-    from sqlalchemy.exc import OperationalError
-
-    try:
-        started = time.perf_counter()
-        row = conn.execute(text(RESERVE if wait else RESERVE + " NOWAIT")).mappings().one()
-        return row, time.perf_counter() - started
-    except OperationalError as exc:
-        if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
-            raise Busy from exc
-        raise
+    """Lock the world row to draw thing ids and labels: tried first (SKIP LOCKED answers no
+    row where another transaction holds it), then waited for (``wait``) or refused with Busy.
+    Returns the row and the seconds waited (0 when it was free)."""
+    row = conn.execute(_RESERVE_TRY).mappings().first()
+    if row is not None:
+        return row, 0.0
+    if not wait:
+        raise Busy
+    started = time.perf_counter()
+    row = conn.execute(_RESERVE).mappings().one()
+    return row, time.perf_counter() - started
 
 
 def number_log(conn: Connection, groups: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -192,7 +202,6 @@ def number_log(conn: Connection, groups: Sequence[int]) -> tuple[list[int], list
 
 
 def take_log_lock(conn: Connection) -> float:
-    """Wait for :data:`LOG_KEY`; returns the seconds waited."""
-    started = time.perf_counter()
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOG_KEY})
-    return time.perf_counter() - started
+    """Take :data:`LOG_KEY`, waiting where another batch holds it; returns the seconds waited
+    (0 when it was free)."""
+    return _take(conn, [(LOG_KEY, False)], wait=True)

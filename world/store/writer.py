@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -191,17 +190,15 @@ class Writer:
         groups: list[list[Any]] = []
         for index, job in enumerate(batch):
             wait = index == 0  # the batch holds no lock yet
-            started = time.perf_counter()
             try:
-                locked = pg.lock(conn, job.scope, wait=wait)
+                locked, waited = pg.lock(conn, job.scope, wait=wait)
             except pg.Busy:
                 ran.carried.append(job)
                 continue
             except pg.ScopeError:
                 ran.carried.append(dataclasses.replace(job, scope=None))
                 continue
-            if wait:
-                ran.waited += (time.perf_counter() - started) * len(batch)
+            ran.waited += waited * len(batch)  # every job of the batch waited with it
             value, error, log = self._apply(conn, job.work, (locked, not wait))
             ran.waited += self._row_wait * len(batch)
             if isinstance(error, pg.Busy):
