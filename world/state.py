@@ -43,8 +43,9 @@ class Backend(Protocol):
         ...
 
     def reserve_ids(self, meta: WorldMeta) -> None:
-        """Before this transaction's first new thing: bring ``meta``'s thing id and label
-        counters up to date and hold them for the rest of the transaction."""
+        """Before each new thing: at the transaction's first, bring ``meta``'s thing id and
+        label counters up to date and hold them for the rest of the transaction; after that,
+        nothing."""
         ...
 
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -77,7 +78,6 @@ class World:
         self._loaded_inventories: set[str] = set()
         self._loaded_crowds: set[str] = set()  # places whose avatars are all loaded
         self._changes = ChangeSet(meta=self.meta)
-        self._reserved = False
 
     # -- clock and rules -------------------------------------------------------------------
     @property
@@ -146,9 +146,7 @@ class World:
 
     def _allocate(self, type_name: str, numbered: bool = True) -> tuple[int, int]:
         """A fresh thing id and, when ``numbered``, a fresh world-wide label number."""
-        if not self._reserved:
-            self.backend.reserve_ids(self.meta)
-            self._reserved = True
+        self.backend.reserve_ids(self.meta)  # once per transaction: later calls do nothing
         thing_id = self.meta.next_thing_id
         self.meta.next_thing_id += 1
         num = 0

@@ -119,8 +119,10 @@ class SqlBackend:
     def reserve_ids(self, meta: WorldMeta) -> None:
         """On PostgreSQL, lock the world row and read its thing counters (another process may
         have moved them since this transaction began); SQLite's writer already holds them."""
+        if self._reserved:
+            return
         conn = self.session.connection()
-        if conn.dialect.name == "sqlite" or self._reserved:
+        if conn.dialect.name == "sqlite":
             return
         row, took = pg.reserve_ids(conn, wait=not self.session.info.get(pg.SESSION_NOWAIT))
         info = self.session.info

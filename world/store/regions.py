@@ -147,16 +147,20 @@ def check_written(locked: Locked, places: Sequence[str], avatars: Sequence[Any])
 
 
 # -- the clock and the log's numbers -------------------------------------------------------
+def _last(sequence: str) -> str:
+    """SQL for the last value ``sequence`` handed out (its start - 1 before the first)."""
+    return f"(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {sequence})"
+
+
 # "Now" is the last tick handed out (the sequence's last value); a transaction starts there and
 # its first advance draws the next one, which another region may have drawn meanwhile: the
 # action's event then logs where it started (``from_tick``), and a replay starts it there.
-_NOW = "(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM bigworld_ticks)"
+_NOW = _last("bigworld_ticks")
 # ``txn_seq`` is the last log transaction numbered (begins key their draw on it, with the
 # avatar): the batch numbers its own at its commit, so its transactions all read the same one.
 JOB_READ = text(
     f"SELECT seed, {_NOW} AS tick, next_thing_id, counters, versions, "
-    "(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM bigworld_txns) "
-    "AS txn_seq, last_event_id FROM world_meta WHERE id = 1"
+    f"{_last('bigworld_txns')} AS txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 LOGGED_READ = text(
     "SELECT seed, coalesce((SELECT max(tick) FROM events), tick) AS tick, next_thing_id, "

@@ -88,7 +88,6 @@ class Writer:
             event.listen(self._sessions, "after_soft_rollback", _drop_log)
         self._on_commit = on_commit
         self._on_wait = on_wait
-        self._row_wait = 0.0  # seconds the last transaction waited for the world row (PG)
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._start = threading.Lock()
@@ -170,7 +169,7 @@ class Writer:
                 if not self._regions:
                     begin_locked(conn)
                     for job in batch:
-                        value, error, _log = self._apply(conn, job.work, None)
+                        value, error, _log, _wait = self._apply(conn, job.work, None)
                         ran.outcomes.append((job, value, error))
                 else:
                     conn.begin()
@@ -192,19 +191,13 @@ class Writer:
             wait = index == 0  # the batch holds no lock yet
             try:
                 locked, waited = pg.lock(conn, job.scope, wait=wait)
-            except pg.Busy:
-                ran.carried.append(job)
+            except (pg.Busy, pg.ScopeError) as exc:
+                ran.carried.append(_carried(job, exc))
                 continue
-            except pg.ScopeError:
-                ran.carried.append(dataclasses.replace(job, scope=None))
-                continue
-            ran.waited += waited * len(batch)  # every job of the batch waited with it
-            value, error, log = self._apply(conn, job.work, (locked, not wait))
-            ran.waited += self._row_wait * len(batch)
-            if isinstance(error, pg.Busy):
-                ran.carried.append(job)
-            elif isinstance(error, pg.ScopeError):
-                ran.carried.append(dataclasses.replace(job, scope=None))
+            value, error, log, row_wait = self._apply(conn, job.work, (locked, not wait))
+            ran.waited += (waited + row_wait) * len(batch)  # every job of the batch waited
+            if isinstance(error, pg.Busy | pg.ScopeError):
+                ran.carried.append(_carried(job, error))
             else:
                 ran.outcomes.append((job, value, error))
                 groups.extend(log)
@@ -215,10 +208,11 @@ class Writer:
 
     def _apply(
         self, conn: Connection, work: Work[Any], regions: tuple[pg.Locked | None, bool] | None
-    ) -> tuple[Any, BaseException | None, list[list[Any]]]:
+    ) -> tuple[Any, BaseException | None, list[list[Any]], float]:
         """Run one transaction in a savepoint; returns its value, its error and (PostgreSQL)
-        the event groups it kept. A failure of its own rolls back to the savepoint and is
-        returned; a failure to roll back (the connection is gone) fails the batch."""
+        the event groups it kept and the seconds it waited for the world row. A failure of its
+        own rolls back to the savepoint and is returned; a failure to roll back (the
+        connection is gone) fails the batch."""
         with self._sessions(bind=conn, join_transaction_mode="create_savepoint") as session:
             if regions is not None:
                 locked, nowait = regions
@@ -238,10 +232,15 @@ class Writer:
                 value = work(session, row)
             except Exception as exc:
                 session.rollback()
-                return None, exc, []
-            finally:
-                self._row_wait = session.info.get(pg.SESSION_WAITED, 0.0)
-            return value, None, session.info.get(pg.SESSION_LOG, [])
+                return None, exc, [], session.info.get(pg.SESSION_WAITED, 0.0)
+            waited = session.info.get(pg.SESSION_WAITED, 0.0)
+            return value, None, session.info.get(pg.SESSION_LOG, []), waited
+
+
+def _carried(job: _Job, refused: BaseException) -> _Job:
+    """The job to run in the next batch: as it is after Busy (it runs first there, waiting for
+    its locks), holding the whole world after ScopeError (it reached past its regions)."""
+    return job if isinstance(refused, pg.Busy) else dataclasses.replace(job, scope=None)
 
 
 def _keep_log(session: Session) -> None:
