@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -78,18 +79,42 @@ PROBE_EVERY_S = 0.5  # the probe's pace: about 60 timed steps per 30-s window
 # --- what is sampled -------------------------------------------------------------------------
 
 
-def read_process(pid: int) -> dict[str, float] | None:
-    """Resident memory (MiB), open file descriptors and threads of ``pid``; None once gone."""
+def fd_kind(target: str) -> str:
+    """What an open descriptor is, from its ``/proc/PID/fd`` link: ``socket``, ``pipe``, the
+    anonymous inode's name, or for a file the database part it is (``db``, ``wal``, ``shm``)
+    or ``file``."""
+    if target.startswith(("socket:", "pipe:")):
+        return target.split(":", 1)[0]
+    if target.startswith("anon_inode:"):
+        return target.removeprefix("anon_inode:").strip("[]")
+    for suffix, kind in (("-wal", "wal"), ("-shm", "shm"), ("-journal", "journal"), (".db", "db")):
+        if target.endswith(suffix):
+            return kind
+    return "file"
+
+
+def read_process(pid: int) -> dict[str, Any] | None:
+    """Resident memory (MiB), open file descriptors (with a count by kind, ``fd_kind``) and
+    threads of ``pid``; None once gone."""
+    kinds: dict[str, int] = {}
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):  # closed between the listing and the link
+                kind = fd_kind(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                kinds[kind] = kinds.get(kind, 0) + 1
     except OSError:
         return None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     if fields["State"].strip().startswith("Z"):  # exited, not yet reaped
         return None
     rss_kib = int(fields["VmRSS"].split()[0])
-    return {"rss_mib": rss_kib / 1024, "fds": fds, "threads": int(fields["Threads"])}
+    return {
+        "rss_mib": rss_kib / 1024,
+        "fds": sum(kinds.values()),
+        "fd_kinds": kinds,
+        "threads": int(fields["Threads"]),
+    }
 
 
 def file_mib(path: Path) -> float:
@@ -172,6 +197,9 @@ def sample(
     observer: BigWorldClient,
     url: str,
 ) -> Sample:
+    # /proc first: the sampler's own requests below would otherwise count as the server's
+    # descriptors (a connection it has not yet seen closed) and threads
+    processes = {c.name: read_process(c.process.pid) if c.process else None for c in children}
     latencies, errors = probe.take()
     tick = None
     with contextlib.suppress(ClientError):
@@ -182,7 +210,7 @@ def sample(
     return {
         "t_s": round(t, 1),
         "tick": tick,
-        "processes": {c.name: read_process(c.process.pid) if c.process else None for c in children},
+        "processes": processes,
         "db_mib": file_mib(layout.data_dir / "world.db"),
         "wal_mib": file_mib(layout.data_dir / "world.db-wal"),
         "steps": len(latencies),

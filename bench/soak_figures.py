@@ -55,6 +55,11 @@ def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
             "fds_growth": growth([p["fds"] for _, p in alive]),
             "threads_growth": growth([p["threads"] for _, p in alive]),
         }
+        if fit["fds_growth"] > 0:  # which kind of descriptor: sockets, database files, ...
+            kinds = sorted({k for _, p in alive for k in p.get("fd_kinds", {})})
+            fit["fd_kinds_growth"] = {
+                k: growth([p.get("fd_kinds", {}).get(k, 0) for _, p in alive]) for k in kinds
+            }
         fits["processes"][name] = fit
         if fit["rss_mib_per_10min"] is not None and fit["rss_mib_per_10min"] > RSS_SLOPE_MIB:
             failures.append(
@@ -122,6 +127,11 @@ def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
             f"  {name:<10} {rss:>14} {f'{first:.1f}→{last:.1f}':>17} "
             f"{f['fds_growth']:>+6g} {f['threads_growth']:>+6g}"
         )
+        grown = {k: d for k, d in f.get("fd_kinds_growth", {}).items() if d}
+        if grown:
+            lines.append(
+                f"  {'':<10} fds by kind: " + ", ".join(f"{k} {d:+g}" for k, d in grown.items())
+            )
     if "p50" in fits:
         p = fits["p50"]
         lines.append(

@@ -37,6 +37,7 @@ def run(
         server = {
             "rss_mib": rss(t) + noise.uniform(-0.3, 0.3),
             "fds": fds(t),
+            "fd_kinds": {"socket": fds(t) - 12.0, "db": 4.0, "wal": 4.0, "shm": 4.0},
             "threads": threads(t),
         }
         samples.append(
@@ -73,6 +74,10 @@ def test_a_leaked_descriptor_or_thread_every_5_minutes_fails() -> None:
     fits = judge(run(fds=lambda t: 20 + t // 300, threads=lambda t: 8 + t // 300), WARMUP_S)
     assert [f for f in fits["failures"] if f.startswith("server fds grew")]
     assert [f for f in fits["failures"] if f.startswith("server threads grew")]
+    server = fits["processes"]["server"]
+    grown = server["fds_growth"]
+    assert server["fd_kinds_growth"] == {"db": 0.0, "shm": 0.0, "socket": grown, "wal": 0.0}
+    assert f"{'':<12} fds by kind: socket {grown:+g}" in summary(fits, [])
 
 
 def test_a_p50_latency_that_climbs_fails_and_noise_below_the_bound_passes() -> None:
