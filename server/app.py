@@ -24,6 +24,7 @@ from server.routes import ROUTERS
 from server.runtime import Runtime
 from server.settings import Settings
 from world.store import ensure_world
+from world.store.database import fill_pool
 
 log = logging.getLogger("bigworld.server")
 
@@ -84,6 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         started = time.perf_counter()
         prepare_database(runtime)
+        if runtime.engine.dialect.name == "sqlite":  # on PostgreSQL each is a server process
+            fill_pool(runtime.engine)
         log.info(
             "bigworld ready in %.2fs on %s",
             time.perf_counter() - started,

@@ -52,10 +52,17 @@ def _unauthorized(message: str, *, invalid: bool) -> Unauthorized:
 def authenticate(runtime: Runtime, authorization: str | None, address: str) -> Caller:
     """The caller named by an ``Authorization: Bearer`` header (401 otherwise; 429 when the
     client ``address`` failed too often in the last minute, or when over the token's rate).
-
     A token is looked up in the database unless this process checked it within
     ``auth_cache_s``, so a revoked or rotated token stops working everywhere within that bound.
-    """
+    Its parts, for a caller that keeps the database read off its event loop: :func:`digest_of`,
+    ``runtime.callers.get``, :func:`look_up`, :func:`admit`."""
+    digest = digest_of(runtime, authorization, address)
+    caller = runtime.callers.get(digest) or look_up(runtime, digest, address)
+    return admit(runtime, digest, caller)
+
+
+def digest_of(runtime: Runtime, authorization: str | None, address: str) -> str:
+    """The hash of the header's bearer token, after the failure throttle (no database)."""
     if not authorization:
         raise _unauthorized(
             "expected an 'Authorization: Bearer <token>' header, got none", invalid=False
@@ -72,16 +79,24 @@ def authenticate(runtime: Runtime, authorization: str | None, address: str) -> C
     if scheme.lower() != "bearer" or not token.strip():
         runtime.auth_failures.fail(address)
         raise _unauthorized("expected an 'Authorization: Bearer <token>' header", invalid=True)
-    digest = hash_token(token.strip())
-    caller = runtime.callers.get(digest)
-    if caller is None:
-        with runtime.sessions() as session:
-            agent = records.agent_by_token(session=session, token_hash=digest)
-        if agent is None or agent.revoked_at is not None:
-            runtime.auth_failures.fail(address)
-            raise _unauthorized("the bearer token is not valid", invalid=True)
-        caller = Caller(agent.id, agent.name, agent.role, agent.avatar_id)
-        runtime.callers.put(digest, caller)
+    return hash_token(token.strip())
+
+
+def look_up(runtime: Runtime, digest: str, address: str) -> Caller:
+    """The agent whose token hashes to ``digest``, read from the database and cached (401 for
+    an unknown or revoked token, counted against ``address``)."""
+    with runtime.sessions() as session:
+        agent = records.agent_by_token(session=session, token_hash=digest)
+    if agent is None or agent.revoked_at is not None:
+        runtime.auth_failures.fail(address)
+        raise _unauthorized("the bearer token is not valid", invalid=True)
+    caller = Caller(agent.id, agent.name, agent.role, agent.avatar_id)
+    runtime.callers.put(digest, caller)
+    return caller
+
+
+def admit(runtime: Runtime, digest: str, caller: Caller) -> Caller:
+    """``caller``, unless its token is over its rate (429)."""
     wait = runtime.limiter.take(digest)
     if wait > 0:
         raise RateLimited(

@@ -26,7 +26,7 @@ from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, families, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
-from world.store import SqlBackend, WorldRow, records
+from world.store import SqlBackend, Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
 from world.store.regions import Scope
 
@@ -150,8 +150,26 @@ def _requested(task_id: str | None, spec: dict[str, Any] | None) -> tasks.Task |
 def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:
     """Apply step ``body.step`` of an episode, or answer it from the record if already applied.
     The policy's prompt, completion and version, when sent, are stored with the step."""
-    index, action = body.step, body.action
     started = time.perf_counter()
+    out = runtime.world_transaction(*_step_transaction(runtime, caller, episode_id, body))
+    runtime.metrics.step(time.perf_counter() - started)
+    return out
+
+
+async def step_async(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:
+    """:func:`step` for the event loop (the REST route), waiting without a thread."""
+    started = time.perf_counter()
+    transaction = _step_transaction(runtime, caller, episode_id, body)
+    out = await runtime.world_transaction_async(*transaction)
+    runtime.metrics.step(time.perf_counter() - started)
+    return out
+
+
+def _step_transaction(
+    runtime: Runtime, caller: Caller, episode_id: int, body: StepIn
+) -> tuple[Work[StepOut], Scope | None]:
+    """A step as a world transaction, and the scope it locks."""
+    index, action = body.step, body.action
     now = time.time()
 
     def work(session: Session, world_row: WorldRow) -> StepOut:
@@ -226,9 +244,7 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
     # read anywhere, so that takes the world.
     avatar = caller.avatar_id
     scope = None if runtime.settings.record_distance or avatar is None else Scope(avatar)
-    out = runtime.world_transaction(work, scope)
-    runtime.metrics.step(time.perf_counter() - started)
-    return out
+    return work, scope
 
 
 def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:

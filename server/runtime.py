@@ -4,6 +4,7 @@ once by ``create_app`` and kept on ``app.state``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -78,3 +79,8 @@ class Runtime:
         returning without committing, drops what was not kept, and nothing else. With a
         ``scope`` (PostgreSQL) it locks what the scope's avatar can reach, not the world."""
         return self.writer.run(work, scope)
+
+    async def world_transaction_async(self, work: Work[T], scope: Scope | None = None) -> T:
+        """:meth:`world_transaction` for the event loop: it waits for the commit without
+        holding a thread (the hot routes, whose every trip through the thread pool shows)."""
+        return await asyncio.wrap_future(self.writer.submit(work, scope))

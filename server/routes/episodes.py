@@ -53,10 +53,12 @@ def begin_episode(
 
 
 @router.post("/{episode_id}/steps", response_model=StepOut)
-def take_step(episode_id: IdPath, body: StepIn, runtime: RuntimeDep, caller: PolicyDep) -> Response:
-    # Answered as JSON straight from the StepOut the service built: FastAPI would validate it
-    # again, in a second trip to the thread pool, before serialising it.
-    out = service.step(runtime, caller, episode_id, body)
+async def take_step(
+    episode_id: IdPath, body: StepIn, runtime: RuntimeDep, caller: PolicyDep
+) -> Response:
+    # On the event loop, awaiting the writer's commit: no trip through the thread pool. Answered
+    # as JSON straight from the StepOut the service built (FastAPI would validate it again).
+    out = await service.step_async(runtime, caller, episode_id, body)
     return Response(out.model_dump_json(), media_type="application/json")
 
 

@@ -223,3 +223,25 @@ def test_world_transactions_do_not_nest(runtime: Runtime) -> None:
 
     with pytest.raises(StoreError, match="one world transaction at a time"):
         runtime.world_transaction(outer)
+
+
+def test_a_transaction_cancelled_while_queued_never_runs(runtime: Runtime) -> None:
+    """An event loop that stops awaiting a step (``Runtime.world_transaction_async``) cancels
+    its future: still queued, the transaction is dropped and the writer goes on; once taken
+    into a batch, it can no longer be cancelled and runs to its end."""
+    held, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold(_session: Session, _row: WorldRow) -> None:
+        held.set()
+        release.wait(30)
+
+    holding = runtime.writer.submit(hold)
+    assert held.wait(30)
+    assert not holding.cancel()  # running: too late
+    queued = runtime.writer.submit(lambda _s, _r: ran.append("cancelled"))
+    assert queued.cancel()
+    release.set()
+    holding.result(30)
+    assert runtime.world_transaction(lambda _s, _r: ran.append("next") or 7) == 7
+    assert ran == ["next"]

@@ -65,3 +65,25 @@ def test_sqlite_connections_share_one_bounded_heap(tmp_path) -> None:
     for conn in held:
         conn.close()
     engine.dispose()
+
+
+def test_a_server_opens_its_whole_sqlite_pool_at_start(tmp_path) -> None:
+    """Its descriptors do not grow with the largest burst of requests it has met since: every
+    pooled connection is open once it is ready (a burst beyond them opens overflow connections,
+    closed again after)."""
+    from fastapi.testclient import TestClient
+    from harness import ADMIN_TOKEN
+    from pydantic import SecretStr
+
+    from server.app import create_app
+    from server.settings import Settings
+
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        forge_enabled=False,
+        db_pool_size=6,
+    )
+    app = create_app(settings)
+    with TestClient(app):
+        assert app.state.runtime.engine.pool.checkedin() == 6

@@ -97,6 +97,13 @@ class Writer:
     def run(self, work: Work[T], scope: pg.Scope | None = None) -> T:
         """Run ``work`` as one world transaction; returns its value once it is durable.
         ``scope``: on PostgreSQL, lock only what the scope's avatar can reach."""
+        return self.submit(work, scope).result()
+
+    def submit(self, work: Work[T], scope: pg.Scope | None = None) -> Future[T]:
+        """:meth:`run` without the wait: the future is answered once the transaction is
+        durable (or has failed). For a caller that must not block its thread (an event loop
+        awaits it through ``asyncio.wrap_future``). Cancelled before the writer takes it into
+        a batch, the transaction never runs; once taken, it can no longer be cancelled."""
         if threading.current_thread() is self._thread:
             raise StoreError("expected one world transaction at a time, got one inside another")
         job = _Job(work, scope)
@@ -109,7 +116,7 @@ class Writer:
                 )
                 self._thread.start()
             self._queue.put(job)
-        return job.done.result()
+        return job.done
 
     def pending(self) -> int:
         """Transactions submitted and not yet taken into a batch."""
@@ -133,14 +140,17 @@ class Writer:
                 first = self._queue.get()
                 if first is None:
                     return
-                batch.append(first)
+                if first.done.set_running_or_notify_cancel():  # else cancelled while queued
+                    batch.append(first)
             while not stop and len(batch) < self._max_batch and not self._queue.empty():
                 job = self._queue.get()
                 if job is None:
                     stop = True
                     break
-                batch.append(job)
-            carried = self._commit(batch)
+                if job.done.set_running_or_notify_cancel():
+                    batch.append(job)
+            if batch:
+                carried = self._commit(batch)
 
     def _commit(self, batch: list[_Job]) -> list[_Job]:
         """Run and commit ``batch``, answer its jobs; returns the jobs carried to the next."""
