@@ -194,6 +194,9 @@ class RewardConfig:
     votes: int = 3  # m: judgments per step
     batch_steps: int = 8  # steps judged in one call of the judge (and stored in one request)
     relist_s: float = 10.0  # look again for newly ended episodes after judging this long
+    # episode ids behind the newest one listed that are still looked at: a judge that falls
+    # further behind leaves the older ones unjudged rather than list them all again each time
+    backlog: int = 1000
     poll_s: float = 1.0  # wait between looks for unjudged episodes
     reload_poll_s: float = 5.0
 
@@ -206,6 +209,7 @@ class RewardRunner:
     ) -> None:
         self.client, self.judge, self.config = client, judge, config or RewardConfig()
         self.stop = threading.Event()
+        self.newest = 0  # the newest episode id listed short of votes so far
         self.watcher = (
             VersionWatcher(client, "reward", judge, self.config.reload_poll_s)
             if judge.has_weights
@@ -243,9 +247,16 @@ class RewardRunner:
         """Judge ended episodes with a step short of m votes, newest first, until none is left
         or ``relist_s`` has passed; returns how many. The trainer learns from fresh rollouts,
         so a judge that fell behind (or joined a world with an unjudged past) serves them
-        first and works the backlog off while it keeps up."""
+        first and works the backlog off while it keeps up. Only the last ``backlog`` episode
+        ids before the newest one seen are listed: each listing stays bounded however long
+        the world has run."""
         done, listed = 0, time.monotonic()
-        for row in reversed(list(self.client.episodes(needs_votes=self.config.votes))):
+        cursor = (
+            str(self.newest - self.config.backlog) if self.newest > self.config.backlog else None
+        )
+        rows = list(self.client.episodes(needs_votes=self.config.votes, cursor=cursor))
+        self.newest = max([self.newest, *(int(row["id"]) for row in rows)])
+        for row in reversed(rows):
             if self.stop.is_set() or time.monotonic() - listed > self.config.relist_s:
                 break
             try:

@@ -208,10 +208,14 @@ class EpisodeFeed:
 
     def ready(self) -> list[Episode]:
         """Pending episodes that can be learned from now (each returned once). One listing of
-        the episodes still short of m judgments spares fetching those again and again."""
+        the episodes still short of m judgments spares fetching those again and again; it
+        starts at the oldest pending episode, so it stays as long as ``wait_s`` of episodes
+        however far the judges fall behind."""
         short: set[int] = set()
         if self.use_votes and self.pending:
-            short = {int(row["id"]) for row in self.source.episodes(needs_votes=self.votes)}
+            oldest = str(min(self.pending) - 1)  # the cursor: ids after it
+            listed = self.source.episodes(needs_votes=self.votes, cursor=oldest)
+            short = {int(row["id"]) for row in listed}
         out = []
         for episode_id, seen in sorted(self.pending.items()):
             try:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from live import LiveServer
@@ -198,3 +199,28 @@ def test_agent_run_judges_in_rank_mode_unless_told_to_generate(
     judge = _runner(*model, "--mode", "generate").judge
     assert isinstance(judge, ModelJudge) and judge.mode == "generate"
     assert isinstance(_runner("--backend", "heuristic").judge, HeuristicJudge)
+
+
+def test_a_judge_far_behind_lists_only_its_backlog_window() -> None:
+    """3,000 episodes short of votes: the first listing reads them all, and from then on each
+    listing starts ``backlog`` ids before the newest one seen, however many are left behind."""
+
+    class Lister(Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.short = list(range(1, 3001))
+            self.listed: list[int] = []
+
+        def episodes(self, **filters: Any) -> Iterator[Record]:
+            after = int(filters.get("cursor") or 0)
+            rows = [{"id": i} for i in self.short if i > after]
+            self.listed.append(len(rows))
+            return iter(rows)
+
+    lister = Lister()
+    runner = RewardRunner(lister, HeuristicJudge(), RewardConfig(votes=2, backlog=100))  # type: ignore[arg-type]
+    runner.judge_episode = lambda episode_id: 0  # type: ignore[method-assign, assignment]
+    assert runner.run_once() == 3000
+    lister.short += [3001, 3002]
+    assert runner.run_once() == 102
+    assert lister.listed == [3000, 102]

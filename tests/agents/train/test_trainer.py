@@ -18,6 +18,7 @@ from agents.errors import UnreachableError
 from agents.models.tiny import load_model
 from agents.prompts import policy_prompt, rank_completion
 from agents.train.config import TrainConfig
+from agents.train.data import EpisodeFeed
 from agents.train.trainer import Trainer
 
 ACTIONS = ["go to countertop 1", "take mug 1 from countertop 1", "look"]
@@ -58,10 +59,12 @@ class FakeServer:
 
     def episodes(self, *, page_size: int | None = None, **filters: Any) -> Iterator[dict[str, Any]]:
         self._gate()
+        after = int(filters.get("cursor") or 0)
         rows = [
             {"id": i, "status": d["status"]}
             for i, d in sorted(self.details.items())
-            if filters.get("status") in (None, d["status"])
+            if i > after
+            and filters.get("status") in (None, d["status"])
             and (filters.get("needs_votes") is None or _short(d, filters["needs_votes"]))
         ]
         return iter(rows)
@@ -289,6 +292,38 @@ def test_the_trainer_waits_for_m_judgments_unless_outcome_only(
     assert short not in t.feed.pending and t.feed.dropped == 1
     outcome_only = trainer(server, models, tmp_path / "b", mode="outcome_only")
     assert outcome_only.collect() == 1 and short in outcome_only.waiting
+
+
+def test_the_short_episodes_listing_starts_at_the_oldest_pending_one() -> None:
+    """However many older episodes the judges left short of votes, the trainer's listing
+    holds only those from its oldest pending episode on (the wait bounds how old that is)."""
+    server = FakeServer()
+    for _ in range(50):  # a backlog older than anything the trainer waits for
+        server.details[len(server.details) + 1] = {
+            "status": "failed",
+            "steps": [{"step": 1}],
+            "judgments": [],
+        }
+    listed: list[int] = []
+    episodes = server.episodes
+
+    def counting(**filters: Any) -> Iterator[dict[str, Any]]:
+        rows = list(episodes(**filters))
+        listed.extend(row["id"] for row in rows)
+        return iter(rows)
+
+    server.episodes = counting  # type: ignore[method-assign]
+    feed = EpisodeFeed(
+        server, votes=2, use_votes=True, include_abandoned=False, wait_s=60.0, now=lambda: 0.0
+    )
+    feed.pending = {51: 0.0, 53: 0.0}
+    server.details[51] = server.details[53] = {
+        "status": "failed",
+        "steps": [{"step": 1}],
+        "judgments": [],
+    }
+    assert feed.ready() == []
+    assert sorted(listed) == [51, 53]
 
 
 def test_groups_wait_for_signal_and_scripted_rollouts_are_not_trained_on(
