@@ -159,8 +159,9 @@ def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> Ste
 async def step_async(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:
     """:func:`step` for the event loop (the REST route), waiting without a thread."""
     started = time.perf_counter()
-    transaction = _step_transaction(runtime, caller, episode_id, body)
-    out = await runtime.world_transaction_async(*transaction)
+    out = await runtime.world_transaction_async(
+        *_step_transaction(runtime, caller, episode_id, body)
+    )
     runtime.metrics.step(time.perf_counter() - started)
     return out
 

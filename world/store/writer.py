@@ -135,22 +135,23 @@ class Writer:
         carried: list[_Job] = []
         stop = False
         while not stop or carried:
-            batch = list(carried)
-            if not batch:
+            taken: list[_Job] = []
+            if not carried:
                 first = self._queue.get()
                 if first is None:
                     return
-                if first.done.set_running_or_notify_cancel():  # else cancelled while queued
-                    batch.append(first)
-            while not stop and len(batch) < self._max_batch and not self._queue.empty():
+                taken.append(first)
+            while (
+                not stop and len(carried) + len(taken) < self._max_batch and not self._queue.empty()
+            ):
                 job = self._queue.get()
                 if job is None:
                     stop = True
                     break
-                if job.done.set_running_or_notify_cancel():
-                    batch.append(job)
-            if batch:
-                carried = self._commit(batch)
+                taken.append(job)
+            # A job cancelled while queued is dropped; the others can no longer be cancelled.
+            batch = carried + [job for job in taken if job.done.set_running_or_notify_cancel()]
+            carried = self._commit(batch) if batch else []
 
     def _commit(self, batch: list[_Job]) -> list[_Job]:
         """Run and commit ``batch``, answer its jobs; returns the jobs carried to the next."""

@@ -298,12 +298,8 @@ def test_the_short_episodes_listing_starts_at_the_oldest_pending_one() -> None:
     """However many older episodes the judges left short of votes, the trainer's listing
     holds only those from its oldest pending episode on (the wait bounds how old that is)."""
     server = FakeServer()
-    for _ in range(50):  # a backlog older than anything the trainer waits for
-        server.details[len(server.details) + 1] = {
-            "status": "failed",
-            "steps": [{"step": 1}],
-            "judgments": [],
-        }
+    for episode_id in [*range(1, 51), 51, 53]:  # 1-50: a backlog older than anything pending
+        server.details[episode_id] = {"status": "failed", "steps": [{"step": 1}], "judgments": []}
     listed: list[int] = []
     episodes = server.episodes
 
@@ -314,14 +310,14 @@ def test_the_short_episodes_listing_starts_at_the_oldest_pending_one() -> None:
 
     server.episodes = counting  # type: ignore[method-assign]
     feed = EpisodeFeed(
-        server, votes=2, use_votes=True, include_abandoned=False, wait_s=60.0, now=lambda: 0.0
+        server,
+        votes=2,
+        use_votes=True,
+        include_abandoned=False,
+        wait_s=60.0,
+        now=lambda: 0.0,
+        pending={51: 0.0, 53: 0.0},
     )
-    feed.pending = {51: 0.0, 53: 0.0}
-    server.details[51] = server.details[53] = {
-        "status": "failed",
-        "steps": [{"step": 1}],
-        "judgments": [],
-    }
     assert feed.ready() == []
     assert sorted(listed) == [51, 53]
 
