@@ -7,7 +7,11 @@ warning, HTTP keep-alive clients):
 - the same with 16 concurrent clients (goal >= 0.4), and its step latency p50 and p99
   (goal: p99 <= 10x p50);
 - step p50 latency with 1,000,000 stored things over the same with 1,000 (goal <= 1.2);
-- the server's resident memory at both sizes.
+- the server's resident memory at both sizes;
+- the commit floor: one durable commit of one small row, by itself, on the same database and
+  disk (the server's pragmas, no server), and the sequential ratio a step would reach if it
+  cost nothing but that commit on top of a no-op request: the most the goal's ratio can be
+  on this machine while every step is fsynced before it is answered.
 
 The big world is made by bulk-inserting rows (regions, places, things far from the origin)
 straight into the database, not by stepping. Usage::
@@ -18,6 +22,7 @@ straight into the database, not by stepping. Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -39,6 +44,10 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from world.store import make_engine  # noqa: E402
+
 ADMIN = secrets.token_urlsafe(32)  # the server refuses admin tokens under 128 bits
 CLIENTS = 16
 SQLITE_SYNCHRONOUS = ["FULL"]  # the server's default; --sqlite-synchronous NORMAL to compare
@@ -183,6 +192,41 @@ def concurrent(steppers: list[Stepper], per_client: int) -> tuple[float, list[fl
     return len(steppers) * per_client / (time.perf_counter() - started), latencies
 
 
+class CommitFloor:
+    """One connection to a fresh database of ``kind`` with the server's pragmas, timing
+    durable commits of one small row each (``BEGIN IMMEDIATE`` on SQLite, as the server's)."""
+
+    def __init__(self, kind: str, url: str) -> None:
+        self.kind = kind
+        self.engine = make_engine(url, sqlite_synchronous=SQLITE_SYNCHRONOUS[0], pool_size=1)
+        self.raw = self.engine.raw_connection()
+        self.mark = "?" if kind == "sqlite" else "%s"
+        self.rows = 0
+        cursor = self.raw.cursor()
+        cursor.execute("CREATE TABLE bench_floor (id INTEGER PRIMARY KEY, body TEXT)")
+        self.raw.commit()
+
+    def seconds(self, n: int) -> float:
+        """Mean seconds per commit over ``n`` commits."""
+        cursor = self.raw.cursor()
+        insert = f"INSERT INTO bench_floor (id, body) VALUES ({self.mark}, {self.mark})"
+        started = time.perf_counter()
+        for _ in range(n):
+            self.rows += 1
+            if self.kind == "sqlite":
+                cursor.execute("BEGIN IMMEDIATE")
+            cursor.execute(insert, (self.rows, "x" * 200))
+            if self.kind == "sqlite":
+                cursor.execute("COMMIT")
+            else:
+                self.raw.commit()
+        return (time.perf_counter() - started) / n
+
+    def close(self) -> None:
+        self.raw.close()
+        self.engine.dispose()
+
+
 # -- databases -------------------------------------------------------------------------------
 @contextmanager
 def database(kind: str, tmp: Path) -> Iterator[str]:
@@ -319,10 +363,15 @@ def measure(kind: str, things: int, steps: int, noop_url: str) -> dict[str, floa
     out: dict[str, float] = {}
     noop = [Stepper(noop_url, "x", noop=True) for _ in range(CLIENTS)]
     started = time.perf_counter()
-    with world(kind, Path(tempfile.mkdtemp(prefix=f"bench-{kind}-big-")), things) as (
-        big_url,
-        big_tokens,
-        big,
+    floor_dir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-floor-"))
+    with (
+        database(kind, floor_dir) as floor_url,
+        contextlib.closing(CommitFloor(kind, floor_url)) as floor,
+        world(kind, Path(tempfile.mkdtemp(prefix=f"bench-{kind}-big-")), things) as (
+            big_url,
+            big_tokens,
+            big,
+        ),
     ):
         out["grow_s"] = time.perf_counter() - started
         with world(kind, Path(tempfile.mkdtemp(prefix=f"bench-{kind}-")), 1000) as (
@@ -336,6 +385,7 @@ def measure(kind: str, things: int, steps: int, noop_url: str) -> dict[str, floa
             small_lat: list[float] = []
             big_lat: list[float] = []
             conc_lat: list[float] = []
+            floor_s: list[float] = []
             rates: dict[str, list[float]] = {
                 "seq": [],
                 "noop_seq": [],
@@ -349,6 +399,7 @@ def measure(kind: str, things: int, steps: int, noop_url: str) -> dict[str, floa
                 small_lat += lat
                 big_lat += sequential(big_steppers[0], steps // rounds)[1]
                 rates["noop_seq"].append(sequential(noop[0], steps // rounds)[0])
+                floor_s.append(floor.seconds(steps // rounds))
                 rate, lat = concurrent(steppers, max(4, steps // rounds // 8))
                 rates["conc"].append(rate)
                 conc_lat += lat
@@ -363,6 +414,9 @@ def measure(kind: str, things: int, steps: int, noop_url: str) -> dict[str, floa
     out["conc_p50_ms"] = statistics.median(conc_lat) * 1000
     out["conc_p99_ms"] = statistics.quantiles(conc_lat, n=100)[98] * 1000
     out["seq_ratio"] = out["seq"] / out["noop_seq"]
+    out["floor_ms"] = statistics.median(floor_s) * 1000
+    noop_s = 1 / out["noop_seq"]
+    out["floor_ratio"] = noop_s / (noop_s + out["floor_ms"] / 1000)
     out["conc_ratio"] = out["conc"] / out["noop_conc"]
     out["p50_ratio"] = out["p50_big_ms"] / out["p50_1k_ms"]
     return out
@@ -421,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"({r['conc_p99_ms'] / r['conc_p50_ms']:.1f}x, goal <= 10x); "
                 f"step p50 {r['p50_1k_ms']:.2f} ms at 1,000 things, {r['p50_big_ms']:.2f} ms at "
                 f"{args.things:,} (ratio {r['p50_ratio']:.2f}, goal <= 1.2); server RSS "
-                f"{r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; big world built in {r['grow_s']:.0f} s",
+                f"{r['rss_1k_mib']:.0f} MiB / {r['rss_big_mib']:.0f} MiB; big world built in {r['grow_s']:.0f} s; "
+                f"commit floor {r['floor_ms']:.2f} ms (a step costing only that over a no-op "
+                f"request: sequential ratio {r['floor_ratio']:.2f})",
                 flush=True,
             )
     return 0

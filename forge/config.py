@@ -9,6 +9,7 @@ bad update changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -166,13 +167,19 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 def _check_types(obj: object, prefix: str) -> list[str]:
     """Every field whose value is not of its annotated JSON type (bool is not an int; an int
     is a float)."""
-    hints = typing.get_type_hints(type(obj))
+    hints = _hints(type(obj))
     problems = []
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]
         value = getattr(obj, f.name)
         if not _is(value, hints[f.name]):
             problems.append(f"expected {prefix}{f.name} as {hints[f.name]}, got {value!r}")
     return problems
+
+
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    """The class's resolved annotations (resolving them costs more than the checks)."""
+    return typing.get_type_hints(cls)
 
 
 def _is(value: object, hint: Any) -> bool:

@@ -42,7 +42,8 @@ def plan(world: World, task: Task, avatar_id: str, *, budget: int = DEFAULT_BUDG
     """
     if goal_met(world, task, avatar_id):
         return Plan((), 0)
-    return plan_in(Snapshot.of(world, avatar_id, task.places), task, budget=budget)
+    things = get_family(task.family).reads_things
+    return plan_in(Snapshot.of(world, avatar_id, task.places, things=things), task, budget=budget)
 
 
 def next_action(

@@ -33,7 +33,7 @@ def instantiate(
     ``hops`` is go_to's only: its target lies exactly that many ``go to`` moves away.
     """
     found = get_family(family)
-    snap = Snapshot.of(world, avatar_id)
+    snap = Snapshot.of(world, avatar_id, things=found.reads_things)
     candidates = list(found.candidates(snap, hops))
     order = [int(i) for i in gen.permutation(len(candidates))]
     tries = 0

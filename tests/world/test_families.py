@@ -45,3 +45,36 @@ def test_a_family_keeps_its_contract(sim, name: str) -> None:
         assert sim.step("a", action).observation != "Nothing happens."
     with sim.tx() as world:
         assert goal_met(world, task, "a")
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_a_family_that_reads_no_things_plans_alike_from_the_place_graph_alone(
+    make_sim, seed: int
+) -> None:
+    """go_to's draws copy the places alone (``reads_things``): its candidates and plans must
+    be those a full snapshot gives, wherever the avatar stands and whoever stands near it."""
+    assert [name for name in FAMILIES if not get_family(name).reads_things] == ["go_to"]
+    family = get_family("go_to")
+    sim = make_sim(seed)
+    sim.join("a", "Alice")
+    sim.join("b", "Bob")
+    with sim.tx() as world:
+        for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            world.region(x, y)
+    planned = 0
+    for walk in range(5):
+        with sim.tx() as world:
+            full = Snapshot.of(world, "a")
+            bare = Snapshot.of(world, "a", things=False)
+        assert full.things and not bare.things and bare.places == full.places
+        for hops in (1, 2, 3):
+            made = list(family.candidates(full, hops))
+            assert list(family.candidates(bare, hops)) == made
+            planned += len(made)
+            for params in made:
+                assert family.plan(bare, params, oracle.DEFAULT_BUDGET) == family.plan(
+                    full, params, oracle.DEFAULT_BUDGET
+                )
+        moves = [a for a in sim.observe("a").admissible if a.startswith("go to")]
+        sim.step("a", moves[walk % len(moves)])
+    assert planned >= 5

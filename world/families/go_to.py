@@ -76,4 +76,5 @@ GO_TO = GoTo(
     # down from, which it climbs back to once this rung is mastered.
     optional={"direction": str, "budget": int, "from_family": str},
     drawn=False,
+    reads_things=False,
 )
