@@ -9,7 +9,6 @@ bad update changes nothing.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import types
 import typing
@@ -164,22 +163,22 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _check_types(obj: object, prefix: str) -> list[str]:
     """Every field whose value is not of its annotated JSON type (bool is not an int; an int
     is a float)."""
-    hints = _hints(type(obj))
+    cls = type(obj)
+    hints = _HINTS.get(cls)
+    if hints is None:  # resolving annotations costs more than checking them: once per class
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
     problems = []
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]
         value = getattr(obj, f.name)
         if not _is(value, hints[f.name]):
             problems.append(f"expected {prefix}{f.name} as {hints[f.name]}, got {value!r}")
     return problems
-
-
-@functools.cache
-def _hints(cls: Any) -> dict[str, Any]:
-    """The class's resolved annotations (resolving them costs more than the checks)."""
-    return typing.get_type_hints(cls)
 
 
 def _is(value: object, hint: Any) -> bool:
