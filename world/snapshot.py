@@ -17,10 +17,6 @@ DIRECTIONS = {(0, 1): "north", (0, -1): "south", (1, 0): "east", (-1, 0): "west"
 MAX_BETWEEN = 36  # regions: a wider rectangle between the avatar and a task is not copied
 
 
-def copy_thing(thing: Thing) -> Thing:
-    return replace(thing, attrs=dict(thing.attrs))
-
-
 def _between(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
     """The regions of the rectangle with corners ``a`` and ``b``; only ``b`` when it holds
     more than MAX_BETWEEN regions."""
@@ -75,15 +71,20 @@ class Snapshot:
             for index in range(region.n_places):
                 place = world.place(place_id(region.rx, region.ry, index))
                 places[place.id] = place
-        for here in places if things else ():
-            for thing in world.peek_things_at(here):
-                copied[thing.id] = copy_thing(thing)
-            for avatar in world.avatars_at(here):
-                avatars[avatar.id] = replace(avatar, attrs=dict(avatar.attrs))
+        if things:  # one read for every place's things, one for their avatars
+            lying: dict[str, list[Thing]] = {here: [] for here in places}
+            for thing in world.peek_things_in(list(places)):
+                lying[str(thing.place)].append(thing)
+            world.gather_crowds(list(places))
+            for here in places:
+                for thing in lying[here]:
+                    copied[thing.id] = thing.copy()
+                for avatar in world.avatars_at(here):
+                    avatars[avatar.id] = replace(avatar, attrs=dict(avatar.attrs))
         avatars[me.id] = replace(me, attrs=dict(me.attrs))
         for avatar in avatars.values() if things else ():
             for thing in world.peek_inventory(avatar.id):
-                copied[thing.id] = copy_thing(thing)
+                copied[thing.id] = thing.copy()
         for thing in copied.values():
             dynamics.settle(thing, world.rules, copy_meta, meta.tick)
         return cls(world.rules, copy_meta, avatar_id, regions, places, copied, avatars)
@@ -111,7 +112,7 @@ class Snapshot:
             ChangeSet(
                 meta=meta,
                 places=dict(self.places),  # shared: places are not changed by actions
-                things={i: copy_thing(t) for i, t in self.things.items()},
+                things={i: t.copy() for i, t in self.things.items()},
                 avatars={a.id: replace(a, attrs=dict(a.attrs)) for a in self.avatars.values()},
             )
         )

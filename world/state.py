@@ -13,7 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from world import dynamics, worldgen
@@ -31,11 +31,17 @@ class Backend(Protocol):
     def load_meta(self) -> WorldMeta: ...
     def load_region(self, rx: int, ry: int) -> Region | None: ...
     def load_places_in(self, rx: int, ry: int) -> list[Place]: ...
-    def load_things_at(self, place: str) -> list[Thing]: ...
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        """Everything lying in any of ``places``."""
+        ...
+
     def load_inventory(self, avatar: str) -> list[Thing]: ...
     def load_thing(self, thing: int) -> Thing | None: ...
     def load_avatar(self, avatar: str) -> Avatar | None: ...
-    def load_avatars_at(self, place: str) -> list[Avatar]: ...
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        """The avatars standing in any of ``places``."""
+        ...
+
     def save(self, changes: ChangeSet) -> None: ...
     def next_tick(self, tick: int) -> int:
         """The tick an advance to ``tick`` reaches: ``tick`` itself, or later where the store
@@ -203,7 +209,7 @@ class World:
         """Everything lying in a place, inside receptacles or not, ordered by id."""
         if place_id not in self._loaded_places:
             self.place(place_id)
-            self._adopt(self.backend.load_things_at(place_id))
+            self._adopt(self.backend.load_things_in([place_id]))
             self._loaded_places.add(place_id)
         return sorted((t for t in self._things.values() if t.place == place_id), key=_by_id)
 
@@ -211,9 +217,15 @@ class World:
     # the transaction holds, else what the backend stores, as it stands.
     def peek_things_at(self, place_id: str) -> list[Thing]:
         """Everything lying in a place, without loading it into the transaction."""
-        loaded = place_id in self._loaded_places
-        stored = [] if loaded else self.backend.load_things_at(place_id)
-        return self._peek(loaded, stored, lambda t: t.place == place_id)
+        return self.peek_things_in([place_id])
+
+    def peek_things_in(self, place_ids: Sequence[str]) -> list[Thing]:
+        """Everything lying in any of these places, ordered by id, without loading them into
+        the transaction (one read for all of those it does not hold)."""
+        wanted = set(place_ids)
+        unloaded = [p for p in place_ids if p not in self._loaded_places]
+        stored = self.backend.load_things_in(unloaded) if unloaded else []
+        return self._peek(not unloaded, stored, lambda t: t.place in wanted)
 
     def peek_inventory(self, avatar_id: str) -> list[Thing]:
         """What an avatar holds, without loading it into the transaction."""
@@ -302,13 +314,20 @@ class World:
         return avatar
 
     def avatars_at(self, place_id: str) -> list[Avatar]:
-        if place_id not in self._loaded_crowds:
-            for avatar in self.backend.load_avatars_at(place_id):
-                self._avatars.setdefault(avatar.id, avatar)
-            self._loaded_crowds.add(place_id)
+        self.gather_crowds([place_id])
         return sorted(
             (a for a in self._avatars.values() if a.place == place_id), key=lambda a: a.id
         )
+
+    def gather_crowds(self, place_ids: Sequence[str]) -> None:
+        """Load the avatars standing in these places, with one read for all those not loaded
+        yet (a planner's snapshot asks for every place of several regions)."""
+        unloaded = [p for p in place_ids if p not in self._loaded_crowds]
+        if not unloaded:
+            return
+        for avatar in self.backend.load_avatars_in(unloaded):
+            self._avatars.setdefault(avatar.id, avatar)
+        self._loaded_crowds.update(unloaded)
 
     def add_avatar(self, avatar_id: str, name: str, place: str = ORIGIN) -> Avatar:
         """Bring a new avatar into the world (an input: it is logged for replay)."""
@@ -446,8 +465,8 @@ class MemoryBackend:
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
         return [self.places[p] for p in sorted(self._in_region.get(region_key(rx, ry), ()))]
 
-    def load_things_at(self, place: str) -> list[Thing]:
-        return [self.things[i] for i in self._at_place.get(place, ())]
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        return [self.things[i] for p in places for i in self._at_place.get(p, ())]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return [self.things[i] for i in self._held.get(avatar, ())]
@@ -458,8 +477,9 @@ class MemoryBackend:
     def load_avatar(self, avatar: str) -> Avatar | None:
         return self.avatars.get(avatar)
 
-    def load_avatars_at(self, place: str) -> list[Avatar]:
-        return [a for a in self.avatars.values() if a.place == place]
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        wanted = set(places)
+        return [a for a in self.avatars.values() if a.place in wanted]
 
     def next_tick(self, tick: int) -> int:
         return tick

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from migrations import at_head, upgrade_to_head
 from world import engine
 from world.replay import replay
+from world.snapshot import Snapshot
 from world.state import MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.history import image_at
@@ -89,6 +90,13 @@ def test_sql_backend_matches_memory_backend(db) -> None:
         assert _untimed(SqlBackend(session).dump()) == _untimed(memory.dump())
         assert sql_hash == World(memory).state_hash()
         assert session.scalar(select(func.count()).select_from(EventRow)) == len(memory.events)
+        # A planner's snapshot reads many places at once: the same copy, in the same order.
+        stored = Snapshot.of(World(SqlBackend(session)), "ann")
+        held = Snapshot.of(World(memory.clone()), "ann")
+        assert len(stored.places) > 10 and len(stored.things) > 10
+        assert list(stored.places.items()) == list(held.places.items())
+        assert list(stored.things.items()) == list(held.things.items())
+        assert stored.avatars == held.avatars
 
 
 def test_replay_of_the_log_gives_the_live_hash(db) -> None:

@@ -239,9 +239,9 @@ class CountingBackend(MemoryBackend):
         super().__init__(seed)
         self.loaded: list[str] = []
 
-    def load_things_at(self, place: str):  # type: ignore[no-untyped-def]
-        self.loaded.append(place)
-        return super().load_things_at(place)
+    def load_things_in(self, places):  # type: ignore[no-untyped-def]
+        self.loaded.extend(places)
+        return super().load_things_in(places)
 
     def load_places_in(self, rx: int, ry: int):  # type: ignore[no-untyped-def]
         places = super().load_places_in(rx, ry)

@@ -75,6 +75,14 @@ class SqlBackend:
         stmt = _select_by(model.__table__.name, columns)  # type: ignore[attr-defined]
         return list(self.session.connection().execute(stmt, values).mappings())
 
+    def _rows_in(self, model: type, column: str, values: Sequence[Any]) -> list[Any]:
+        """Rows of ``model`` whose ``column`` is one of ``values``: one statement (the plain
+        equality's, prepared, for one value: a step asks for one place at a time)."""
+        if len(values) == 1:
+            return self._rows(model, column, **{column: values[0]})
+        stmt = _select_in(model.__table__.name, column)  # type: ignore[attr-defined]
+        return list(self.session.connection().execute(stmt, {column: list(values)}).mappings())
+
     def _world_row(self) -> WorldRow:
         if self._row is None:
             self._row = read_world(self.session)
@@ -92,8 +100,8 @@ class SqlBackend:
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
         return [self._hand_place(r) for r in self._rows(PlaceRow, "rx", "ry", rx=rx, ry=ry)]
 
-    def load_things_at(self, place: str) -> list[Thing]:
-        return [self._hand_thing(r) for r in self._rows(ThingRow, "place", place=place)]
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        return [self._hand_thing(r) for r in self._rows_in(ThingRow, "place", places)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return [self._hand_thing(r) for r in self._rows(ThingRow, "holder", holder=avatar)]
@@ -106,8 +114,8 @@ class SqlBackend:
         rows = self._rows(AvatarRow, "id", id=avatar)
         return self._hand_avatar(rows[0]) if rows else None
 
-    def load_avatars_at(self, place: str) -> list[Avatar]:
-        return [self._hand_avatar(r) for r in self._rows(AvatarRow, "place", place=place)]
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        return [self._hand_avatar(r) for r in self._rows_in(AvatarRow, "place", places)]
 
     # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
     def next_tick(self, tick: int) -> int:
@@ -303,6 +311,12 @@ _PG_META_COLUMNS = ("seed", "next_thing_id", "counters", "versions")
 def _select_by(table_name: str, columns: tuple[str, ...]) -> Any:
     table = Base.metadata.tables[table_name]
     return select(table).where(*(table.c[c] == bindparam(c) for c in columns))
+
+
+@cache
+def _select_in(table_name: str, column: str) -> Any:
+    table = Base.metadata.tables[table_name]
+    return select(table).where(table.c[column].in_(bindparam(column, expanding=True)))
 
 
 @cache
