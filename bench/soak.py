@@ -221,11 +221,28 @@ def sample(
     }
 
 
+WRITER = {  # the writer's own time, shown beside the routes: what its transactions wait for
+    "writer: running, per transaction": (
+        "bigworld_world_work_seconds_total",
+        "bigworld_world_transactions_total",
+    ),
+    "writer: COMMIT, per commit": (
+        "bigworld_world_commit_seconds_total",
+        "bigworld_world_commits_total",
+    ),
+}
+
+
 def request_seconds(text: str) -> dict[str, list[float]]:
     """The server's ``bigworld_request_seconds`` from /metrics: ``"METHOD route"`` ->
-    [seconds, requests], both counted since the server started."""
+    [seconds, requests], both counted since the server started; and the writer's
+    [seconds, transactions] running them and [seconds, commits] committing (``WRITER``)."""
     found: dict[str, list[float]] = {}
+    counters: dict[str, float] = {}
     for line in text.splitlines():
+        if line.startswith("bigworld_world_"):
+            name, _, value = line.partition(" ")
+            counters[name] = float(value)
         if not line.startswith("bigworld_request_seconds_"):
             continue
         name, _, value = line.rpartition(" ")
@@ -233,6 +250,9 @@ def request_seconds(text: str) -> dict[str, list[float]]:
         method = labels.split('method="', 1)[1].split('"', 1)[0]
         route = labels.split('route="', 1)[1].rsplit('"', 1)[0]
         found.setdefault(f"{method} {route}", [0.0, 0.0])[part == "count"] = float(value)
+    for shown, (seconds, count) in WRITER.items():
+        if seconds in counters and count in counters:
+            found[shown] = [counters[seconds], counters[count]]
     return found
 
 

@@ -149,8 +149,9 @@ def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
 
 def routes(samples: list[Sample], warmup_s: float) -> list[str]:
     """Where the server's time went, by route: the mean answer time over the first and the
-    last quarter of the samples after the warm-up (from /metrics), busiest routes first. Not
-    judged; it says which requests grew slower as the world's history grew."""
+    last quarter of the samples after the warm-up (from /metrics), busiest routes first, with
+    the writer's time per transaction and per commit. Not judged; it says which requests grew
+    slower as the world's history grew, and whether running or committing them did."""
     kept = [s for s in samples if s["t_s"] >= warmup_s and s.get("routes")]
     if len(kept) < 8:
         return []

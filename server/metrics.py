@@ -25,6 +25,8 @@ class Metrics:
         self.episodes_ended: dict[str, int] = defaultdict(int)
         self.world_commits = 0
         self.world_transactions = 0  # committed together in world_commits commits
+        self.world_work_s = 0.0  # the writer running them
+        self.world_commit_s = 0.0  # the writer committing them
         # PostgreSQL: seconds world transactions waited for locks held elsewhere (each
         # transaction of a batch counted for the batch's wait), and transactions carried to
         # the next batch because a lock they tried was taken
@@ -44,10 +46,12 @@ class Metrics:
                 if seconds <= bound:
                     self.step_buckets[i] += 1
 
-    def world_commit(self, transactions: int) -> None:
+    def world_commit(self, transactions: int, work_s: float, commit_s: float) -> None:
         with self._lock:
             self.world_commits += 1
             self.world_transactions += transactions
+            self.world_work_s += work_s
+            self.world_commit_s += commit_s
 
     def world_wait(self, seconds: float, carried: int) -> None:
         with self._lock:
@@ -113,6 +117,14 @@ class Metrics:
                 "# HELP bigworld_world_transactions_total World transactions run in those commits.",
                 "# TYPE bigworld_world_transactions_total counter",
                 f"bigworld_world_transactions_total {self.world_transactions}",
+                "# HELP bigworld_world_work_seconds_total Seconds the writer spent running"
+                " those transactions (from each batch's BEGIN to its COMMIT).",
+                "# TYPE bigworld_world_work_seconds_total counter",
+                f"bigworld_world_work_seconds_total {self.world_work_s:.6f}",
+                "# HELP bigworld_world_commit_seconds_total Seconds the writer spent in COMMIT"
+                " (on SQLite FULL: writing and syncing the WAL, and checkpoints).",
+                "# TYPE bigworld_world_commit_seconds_total counter",
+                f"bigworld_world_commit_seconds_total {self.world_commit_s:.6f}",
             ]
         for name, value in sorted(gauges.items()):
             lines += [f"# TYPE bigworld_{name} gauge", f"bigworld_{name} {value}"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -65,18 +66,21 @@ class _Ran:
     outcomes: list[tuple[_Job, Any, BaseException | None]] = field(default_factory=list)
     carried: list[_Job] = field(default_factory=list)
     waited: float = 0.0
+    work_s: float = 0.0  # running its transactions, from the batch's BEGIN to its COMMIT
+    commit_s: float = 0.0  # the COMMIT itself (on SQLite FULL, writing and syncing the WAL)
 
 
 class Writer:
-    """The write side of ``engine`` in this process. ``on_commit(n)`` is called after each
-    durable commit of ``n`` transactions (for metrics). The thread starts with the first
-    transaction; :meth:`close` ends it."""
+    """The write side of ``engine`` in this process. ``on_commit(n, work_s, commit_s)`` is
+    called after each durable commit of ``n`` transactions, with the seconds spent running
+    them and committing (for metrics). The thread starts with the first transaction;
+    :meth:`close` ends it."""
 
     def __init__(
         self,
         engine: Engine,
         *,
-        on_commit: Callable[[int], None] | None = None,
+        on_commit: Callable[[int, float, float], None] | None = None,
         on_wait: Callable[[float, int], None] | None = None,
         max_batch: int = MAX_BATCH,
     ) -> None:
@@ -162,7 +166,7 @@ class Writer:
                 job.done.set_exception(exc)
             return []
         if self._on_commit is not None and ran.outcomes:
-            self._on_commit(len(ran.outcomes))
+            self._on_commit(len(ran.outcomes), ran.work_s, ran.commit_s)
         if self._on_wait is not None:
             self._on_wait(ran.waited, len(ran.carried))
         for job, value, error in ran.outcomes:
@@ -177,6 +181,7 @@ class Writer:
         ran = _Ran()
         with self._engine.connect() as conn:
             try:
+                started = time.perf_counter()
                 if not self._regions:
                     begin_locked(conn)
                     for job in batch:
@@ -185,7 +190,9 @@ class Writer:
                 else:
                     conn.begin()
                     self._run_regions(conn, batch, ran)
+                worked = time.perf_counter()
                 conn.commit()
+                ran.work_s, ran.commit_s = worked - started, time.perf_counter() - worked
             except BaseException:
                 # Whatever state the failure left the connection in (a transaction still open
                 # after a failed COMMIT holds SQLite's write lock), it is closed, not pooled:
