@@ -48,7 +48,7 @@ class Snapshot:
         ids and the generated regions between the avatar and each of those (so that the way
         back from a wander stays in the snapshot), reading without loading anything into
         ``world``'s transaction. Without ``things``, only the place graph and the avatar
-        itself: what a plan made of moves alone needs (a few reads instead of one per place)."""
+        itself: all that a plan made of moves alone needs."""
         me = world.avatar(avatar_id)
         rx, ry = region_of(me.place)
         wanted = [(rx, ry), *((rx + dx, ry + dy) for dx, dy in DIRECTIONS)]
