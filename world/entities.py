@@ -90,7 +90,7 @@ class Thing:
         return self.count("quantity", 1)
 
     def copy(self) -> Thing:
-        """An independent copy, its attributes too (``dataclasses.replace`` costs five times
+        """An independent copy, its attributes too (``dataclasses.replace`` costs four times
         this, and a planner's snapshot copies hundreds)."""
         return Thing(
             self.id,
