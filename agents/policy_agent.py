@@ -8,6 +8,7 @@ lose the server mid-step, reconnect and resend without applying anything twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -21,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
-from agents.client import BigWorldClient, EpisodeStart, Record
+from agents.client import BigWorldClient, EpisodeStart, Id, Record
 from agents.errors import (
     AuthenticationError,
     ClientError,
@@ -300,6 +301,7 @@ class PolicyRunner:
         self.client, self.policy, self.config = client, policy, config or RunnerConfig()
         self.stop = threading.Event()
         self.stats = RunnerStats()
+        self.open_episode: Id | None = None  # begun (or resumed) and not yet seen to end
         self.watcher = (
             VersionWatcher(client, self.config.kind, policy, self.config.poll_s)
             if policy.has_weights
@@ -343,6 +345,7 @@ class PolicyRunner:
 
     def play_episode(self) -> Record | None:
         start, done_steps, history = self._patiently(self._begin)
+        self.open_episode = start.episode_id
         task_text, observation, admissible = (
             start.task.text,
             start.observation,
@@ -384,12 +387,14 @@ class PolicyRunner:
                 )
             except ConflictError as exc:  # ended under us (idle timeout): start afresh
                 log.warning("episode %s ended under us: %s", start.episode_id, exc)
+                self.open_episode = None
                 return None
             self.stats.server_s += time.perf_counter() - sending
             self.stats.steps += 1
             history.append(Turn(decision.action, result.observation))
             observation, admissible = result.observation, result.admissible_actions
             if result.done:
+                self.open_episode = None
                 self.stats.episodes += 1
                 self.stats.successes += bool(result.success)
                 return {"episode_id": start.episode_id, "success": result.success, "steps": index}
@@ -399,6 +404,7 @@ class PolicyRunner:
             self.client.abandon(episode_id)
         except ConflictError:
             pass  # already ended
+        self.open_episode = None
 
     def run(self) -> RunnerStats:
         while not self.stop.is_set():
@@ -417,4 +423,8 @@ class PolicyRunner:
             except ClientError as exc:
                 log.error("episode failed: %s", exc)
                 self.stop.wait(1.0)
+        # Stopped after an error left an episode open (the next begin would have resumed it).
+        if self.open_episode is not None:
+            with contextlib.suppress(ClientError):
+                self._abandon(self.open_episode)
         return self.stats

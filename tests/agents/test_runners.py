@@ -14,8 +14,8 @@ import pytest
 from live import live_server
 
 from agents.backends import Sampling, TransformersModel
-from agents.client import BigWorldClient
-from agents.errors import ConflictError
+from agents.client import BigWorldClient, EpisodeStart, Id, Task
+from agents.errors import ConflictError, ValidationError
 from agents.models.tiny import MANIFEST
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
@@ -187,6 +187,36 @@ def test_a_runner_stranded_without_its_family_plays_any_task_rather_than_stall()
     assert stranded.asked == ["examine_in_light", None]
     assert runner._begin()[0] == "an episode of any family"  # it asks for its family again
     assert stranded.asked[2] == "examine_in_light"
+
+
+class _Refused:
+    """A client whose server refuses the runner's first step (a 422, as a step whose text the
+    schema refuses gets) while the runner is being stopped; it records what is abandoned."""
+
+    def __init__(self, runner_stop: list[threading.Event]) -> None:
+        self.stop = runner_stop
+        self.abandoned: list[Id] = []
+
+    def begin_episode(self, family: str | None = None) -> EpisodeStart:
+        task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
+        return EpisodeStart(7, task, "You are in the square 1.", ("look",), 0)
+
+    def step(self, *_args: object, **_kwargs: object) -> None:
+        self.stop[0].set()
+        raise ValidationError("the request does not match the schema", status=422)
+
+    def abandon(self, episode_id: Id) -> None:
+        self.abandoned.append(episode_id)
+
+
+def test_a_runner_stopped_after_a_refused_step_abandons_its_episode() -> None:
+    stops: list[threading.Event] = []
+    client = _Refused(stops)
+    runner = PolicyRunner(client, RandomPolicy(0), RunnerConfig())  # type: ignore[arg-type]
+    stops.append(runner.stop)
+    runner.run()
+    assert client.abandoned == [7]
+    assert runner.open_episode is None
 
 
 def test_runners_stop_when_their_token_is_revoked(tmp_path: Path) -> None:
