@@ -26,6 +26,9 @@ def test_trimming_returns_what_a_thread_freed() -> None:
         kept.extend(blocks[::200])
 
     worker = threading.Thread(target=request_like)
+    # Start from a trimmed heap: what earlier tests in this process freed but left resident
+    # would otherwise serve the worker's blocks, and the rise measured would be theirs.
+    trim()
     before = _resident_mib()
     worker.start()
     worker.join()
