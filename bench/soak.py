@@ -15,8 +15,8 @@ memory, open file descriptors and threads, the database's size (file and WAL) an
 step latency over the window (p50, p95) and the server's time by route (``/metrics``), and prints
 a row. At the end it fits the samples after the warm-up and judges them against the goals:
 
-- resident memory: slope within noise, at most ``RSS_SLOPE_MIB`` MiB per 10 minutes
-  (``soak_figures``), each process;
+- resident memory: the slope of its floor (the lowest sample of each 5 minutes) at most
+  ``RSS_SLOPE_MIB`` MiB per 10 minutes (``soak_figures``), each process;
 - file descriptors and threads: no growth (median of the last quarter of the samples after the
   warm-up not above that of the first quarter), each process;
 - step latency: p50 flat (its fitted rise over the samples after the warm-up at most
@@ -338,6 +338,20 @@ def soak(args: argparse.Namespace, data: Path) -> tuple[list[Sample], list[str],
     return samples, left, dead
 
 
+def rejudge(path: Path) -> int:
+    """The verdict of today's goals on the samples of an earlier run (nothing is started)."""
+    report = json.loads(path.read_text())
+    ran = report["args"]
+    warmup_s = min(float(ran["warmup"]), float(ran["minutes"]) / 3) * 60
+    samples = report["samples"]
+    fits = judge(samples, warmup_s)
+    for line in summary(fits, report["left_running"]):
+        print(line)
+    for line in routes(samples, warmup_s):
+        print(line)
+    return 0 if not fits["failures"] and not report["left_running"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="how long (default 60)")
@@ -353,7 +367,16 @@ def main() -> int:
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-soak", help="results"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data folder (and logs)")
+    parser.add_argument(
+        "--judge",
+        type=Path,
+        metavar="SOAK_JSON",
+        help="run nothing: judge the samples of an earlier run's soak.json again (its own "
+        "--minutes and --warmup) and print the verdict",
+    )
     args = parser.parse_args()
+    if args.judge is not None:
+        return rejudge(args.judge)
     warmup_s = min(args.warmup, args.minutes / 3) * 60
     if warmup_s < args.warmup * 60:
         print(f"soak: warm-up {warmup_s / 60:.1f} min, a third of a short run")

@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 RSS_SLOPE_MIB = 1.0  # per 10 minutes: "within noise"
+# Resident memory is judged on its floor: the lowest sample of each window of this many
+# seconds (shorter in a short run, so that there are FLOORS at least). A leak raises the floor;
+# a process's working set does not. The trainer's RSS swings by 200 MiB with its training
+# batches, so a line fitted through every sample moved by ±10 MiB per 10 minutes from run to
+# run and could not tell a leak from the batches it sampled.
+FLOOR_WINDOW_S = 300.0
+FLOORS = 8
 P50_RISE = 0.10  # of the median p50, over the samples after the warm-up
 P50_RISE_MS = 1.0  # a rise below this is noise whatever the median
 Sample = dict[str, Any]
@@ -25,6 +32,19 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     return num / sum((x - mx) ** 2 for x in xs)
 
 
+def floors(points: list[tuple[float, float]], window_s: float) -> list[tuple[float, float]]:
+    """The lowest (t, y) of each whole ``window_s`` from the first point on (a last, partial
+    window is left out when there are whole ones)."""
+    if not points:
+        return []
+    start = points[0][0]
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for t, y in points:
+        windows.setdefault(int((t - start) // window_s), []).append((t, y))
+    whole = [k for k in windows if points[-1][0] - start >= (k + 1) * window_s]
+    return [min(windows[k], key=lambda p: p[1]) for k in sorted(whole or windows)]
+
+
 def growth(values: list[float]) -> float:
     """Median of the last quarter minus median of the first quarter (at least one each)."""
     quarter = max(1, len(values) // 4)
@@ -33,7 +53,8 @@ def growth(values: list[float]) -> float:
 
 def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
     """Fit the samples after ``warmup_s`` and judge them against the goals: per process the
-    RSS slope (MiB per 10 min), fd and thread growth; the p50 latency's slope and rise."""
+    slope of the RSS floor (MiB per 10 min; the slope through every sample is reported beside
+    it), fd and thread growth; the p50 latency's slope and rise."""
     after = [s for s in samples if s["t_s"] >= warmup_s]
     fits: dict[str, Any] = {"warmup_s": warmup_s, "samples": len(after), "processes": {}}
     failures: list[str] = []
@@ -49,8 +70,13 @@ def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
             continue
         ts = [t for t, _ in alive]
         rss = slope(ts, [p["rss_mib"] for _, p in alive])
+        window = min(FLOOR_WINDOW_S, (ts[-1] - ts[0]) / FLOORS)
+        low = floors([(t, p["rss_mib"]) for t, p in alive], window)
+        floor = slope([t for t, _ in low], [y for _, y in low])
         fit: dict[str, Any] = {
+            "rss_floor_mib_per_10min": None if floor is None else floor * 600,
             "rss_mib_per_10min": None if rss is None else rss * 600,
+            "rss_floors": len(low),
             "rss_mib_first_last": [alive[0][1]["rss_mib"], alive[-1][1]["rss_mib"]],
             "fds_growth": growth([p["fds"] for _, p in alive]),
             "threads_growth": growth([p["threads"] for _, p in alive]),
@@ -61,10 +87,10 @@ def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
                 k: growth([p.get("fd_kinds", {}).get(k, 0) for _, p in alive]) for k in kinds
             }
         fits["processes"][name] = fit
-        if fit["rss_mib_per_10min"] is not None and fit["rss_mib_per_10min"] > RSS_SLOPE_MIB:
+        grows = fit["rss_floor_mib_per_10min"]
+        if grows is not None and grows > RSS_SLOPE_MIB:
             failures.append(
-                f"{name} RSS grows {fit['rss_mib_per_10min']:+.2f} MiB per 10 min "
-                f"(goal <= {RSS_SLOPE_MIB})"
+                f"{name} RSS floor grows {grows:+.2f} MiB per 10 min (goal <= {RSS_SLOPE_MIB})"
             )
         for what in ("fds", "threads"):
             if fit[f"{what}_growth"] > 0:
@@ -118,13 +144,17 @@ def row(s: Sample) -> str:
 def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
     lines = [
         f"after the warm-up ({fits['warmup_s'] / 60:.1f} min, {fits['samples']} samples):",
-        f"  {'process':<10} {'RSS MiB/10min':>14} {'RSS first→last':>17} {'fds Δ':>6} {'thr Δ':>6}",
+        f"  {'process':<10} {'RSS MiB/10min: floor':>21} {'samples':>8} {'RSS first→last':>17}"
+        f" {'fds Δ':>6} {'thr Δ':>6}",
     ]
     for name, f in fits["processes"].items():
-        rss = "-" if f["rss_mib_per_10min"] is None else f"{f['rss_mib_per_10min']:+.2f}"
+        floor, every = (
+            "-" if f[k] is None else f"{f[k]:+.2f}"
+            for k in ("rss_floor_mib_per_10min", "rss_mib_per_10min")
+        )
         first, last = f["rss_mib_first_last"]
         lines.append(
-            f"  {name:<10} {rss:>14} {f'{first:.1f}→{last:.1f}':>17} "
+            f"  {name:<10} {floor:>21} {every:>8} {f'{first:.1f}→{last:.1f}':>17} "
             f"{f['fds_growth']:>+6g} {f['threads_growth']:>+6g}"
         )
         grown = {k: d for k, d in f.get("fd_kinds_growth", {}).items() if d}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # bench/ is no package
-from soak_figures import judge, summary  # noqa: E402
+from soak_figures import RSS_SLOPE_MIB, judge, summary  # noqa: E402
 
 WARMUP_S = 600.0
 Curve = Callable[[float], float]
@@ -24,11 +24,12 @@ def run(
     fds: Curve = lambda t: 20.0,
     threads: Curve = lambda t: 8.0,
     p50: Curve = lambda t: 40.0,
+    trainer: Curve = lambda t: 500.0,
     minutes: float = 60.0,
     gone_after_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """A sample every 30 s: the server follows the curves (RSS with ±0.3 MiB of noise), the
-    trainer stays flat; the server is absent from samples after ``gone_after_s``."""
+    trainer's RSS follows ``trainer``; the server is absent from samples after ``gone_after_s``."""
     noise = random.Random(0)
     samples = []
     for k in range(1, int(minutes * 2) + 1):
@@ -45,7 +46,7 @@ def run(
                 "t_s": t,
                 "processes": {
                     "server": None if gone else server,
-                    "trainer": {"rss_mib": 500.0, "fds": 4, "threads": 4},
+                    "trainer": {"rss_mib": trainer(t), "fds": 4, "threads": 4},
                 },
                 "db_mib": 1.0 + t / 600,
                 "wal_mib": 0.5,
@@ -58,16 +59,39 @@ def run(
 def test_a_flat_run_passes_and_growth_in_the_warmup_is_left_out() -> None:
     fits = judge(run(rss=lambda t: 100.0 + min(t, WARMUP_S) / 3), WARMUP_S)
     assert fits["failures"] == []
-    assert abs(fits["processes"]["server"]["rss_mib_per_10min"]) < 0.5
+    assert abs(fits["processes"]["server"]["rss_floor_mib_per_10min"]) < 0.5
     assert fits["db_mib_per_10min"] == 1.0
     assert summary(fits, [])[-1] == "verdict: PASS, every goal met"
 
 
 def test_resident_memory_growing_2_mib_per_10_minutes_fails() -> None:
     fits = judge(run(rss=lambda t: 300.0 + 2.0 * t / 600), WARMUP_S)
-    assert abs(fits["processes"]["server"]["rss_mib_per_10min"] - 2.0) < 0.1
-    assert [f for f in fits["failures"] if f.startswith("server RSS grows")]
+    assert abs(fits["processes"]["server"]["rss_floor_mib_per_10min"] - 2.0) < 0.1
+    assert [f for f in fits["failures"] if f.startswith("server RSS floor grows")]
     assert not [f for f in fits["failures"] if "trainer" in f]
+
+
+def batches(floor: Curve, seed: int) -> Curve:
+    """A trainer's RSS: ``floor`` between batches, and up to 230 MiB more in a batch, which
+    half the samples catch (at random, as the soak's samples do)."""
+    rng = random.Random(seed)
+    return lambda t: floor(t) + (rng.uniform(0.0, 230.0) if rng.random() < 0.5 else 0.0)
+
+
+def test_memory_swinging_with_batches_is_judged_on_its_floor() -> None:
+    """A line through every sample of a swinging process moves by several MiB per 10 minutes
+    from run to run; its floor does not move unless the process keeps memory."""
+    for seed in range(20):
+        fits = judge(run(trainer=batches(lambda t: 560.0, seed)), WARMUP_S)
+        assert not [f for f in fits["failures"] if "trainer" in f], (seed, fits["failures"])
+    swings = [
+        judge(run(trainer=batches(lambda t: 560.0, seed)), WARMUP_S)["processes"]["trainer"]
+        for seed in range(20)
+    ]
+    assert max(abs(f["rss_mib_per_10min"]) for f in swings) > RSS_SLOPE_MIB
+    leaking = judge(run(trainer=batches(lambda t: 560.0 + 3.0 * t / 600, 0)), WARMUP_S)
+    assert abs(leaking["processes"]["trainer"]["rss_floor_mib_per_10min"] - 3.0) < 1.0
+    assert [f for f in leaking["failures"] if f.startswith("trainer RSS floor grows")]
 
 
 def test_a_leaked_descriptor_or_thread_every_5_minutes_fails() -> None:
