@@ -76,6 +76,7 @@ class World:
         self.rules = rules or default_rules()
         self.meta = backend.load_meta()
         self._regions: dict[str, Region] = {}
+        self._absent_regions: set[str] = set()  # peeked and not generated (peek_region)
         self._places: dict[str, Place] = {}
         self._stored_places: dict[str, dict[str, Place]] = {}  # by region: one read for all
         self._things: dict[int, Thing] = {}
@@ -162,8 +163,16 @@ class World:
         return thing_id, num
 
     def peek_region(self, rx: int, ry: int) -> Region | None:
-        """The region at (rx, ry) if it exists, without generating it."""
-        return self._regions.get(region_key(rx, ry)) or self.backend.load_region(rx, ry)
+        """The region at (rx, ry) if it exists, without generating it. One found absent is
+        not asked for again in this transaction unless :meth:`region` generates it (a begin's
+        draw snapshots the avatar's neighbourhood for each candidate it checks)."""
+        key = region_key(rx, ry)
+        if key in self._regions or key in self._absent_regions:
+            return self._regions.get(key)
+        region = self.backend.load_region(rx, ry)
+        if region is None:
+            self._absent_regions.add(key)
+        return region
 
     def loaded_place(self, place_id: str) -> Place | None:
         """The place if this transaction already holds it; never loads or generates."""

@@ -78,3 +78,30 @@ def test_a_family_that_reads_no_things_plans_alike_from_the_place_graph_alone(
         moves = [a for a in sim.observe("a").admissible if a.startswith("go to")]
         sim.step("a", moves[walk % len(moves)])
     assert planned >= 5
+
+
+def test_a_transaction_asks_the_store_for_each_region_once(make_sim) -> None:
+    """A begin's draw snapshots the avatar's neighbourhood for every candidate it checks; a
+    neighbour found absent is not asked for again in the transaction, and one generated later
+    in the transaction is seen by the next snapshot."""
+    sim = make_sim(7)
+    sim.join("a", "Alice")
+    with sim.tx() as world:
+        world.region(1, 0)
+    loads: list[tuple[int, int]] = []
+    load = sim.backend.load_region
+
+    def counted(rx: int, ry: int):  # type: ignore[no-untyped-def]
+        loads.append((rx, ry))
+        return load(rx, ry)
+
+    sim.backend.load_region = counted  # type: ignore[method-assign]
+    with sim.tx() as world:
+        first = Snapshot.of(world, "a", things=False)
+        assert sorted(first.regions) == ["0,0", "1,0"]
+        assert sorted(set(loads)) == [(-1, 0), (0, -1), (0, 0), (0, 1), (1, 0)]
+        asked = len(loads)
+        assert Snapshot.of(world, "a", things=False).regions == first.regions
+        assert len(loads) == asked
+        world.region(-1, 0)
+        assert sorted(Snapshot.of(world, "a", things=False).regions) == ["-1,0", "0,0", "1,0"]
