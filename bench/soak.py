@@ -53,7 +53,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from soak_figures import Sample, header, judge, plot, routes, row, summary  # noqa: E402
+from soak_figures import Sample, cpu, header, judge, plot, routes, row, summary  # noqa: E402
 from world_bench import quantile  # noqa: E402
 
 from agents.client import BigWorldClient  # noqa: E402
@@ -74,6 +74,7 @@ from agents.errors import ClientError, ConflictError  # noqa: E402
 
 POLICIES = 2  # the demo's default
 PROBE_EVERY_S = 0.5  # the probe's pace: about 60 timed steps per 30-s window
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc's unit of CPU time
 
 
 # --- what is sampled -------------------------------------------------------------------------
@@ -94,11 +95,12 @@ def fd_kind(target: str) -> str:
 
 
 def read_process(pid: int) -> dict[str, Any] | None:
-    """Resident memory (MiB), open file descriptors (with a count by kind, ``fd_kind``) and
-    threads of ``pid``; None once gone."""
+    """Resident memory (MiB), open file descriptors (with a count by kind, ``fd_kind``),
+    threads and CPU seconds so far (user + system) of ``pid``; None once gone."""
     kinds: dict[str, int] = {}
     try:
         status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):  # closed between the listing and the link
                 kind = fd_kind(os.readlink(f"/proc/{pid}/fd/{fd}"))
@@ -114,6 +116,8 @@ def read_process(pid: int) -> dict[str, Any] | None:
         "fds": sum(kinds.values()),
         "fd_kinds": kinds,
         "threads": int(fields["Threads"]),
+        # after the name: state is field 3, utime and stime are fields 14 and 15 (clock ticks)
+        "cpu_s": sum(map(int, stat[stat.rindex(")") + 2 :].split()[11:13])) / CLOCK_TICKS,
     }
 
 
@@ -347,7 +351,7 @@ def rejudge(path: Path) -> int:
     fits = judge(samples, warmup_s)
     for line in summary(fits, report["left_running"]):
         print(line)
-    for line in routes(samples, warmup_s):
+    for line in routes(samples, warmup_s) + cpu(samples, warmup_s):
         print(line)
     return 0 if not fits["failures"] and not report["left_running"] else 1
 
@@ -404,7 +408,7 @@ def main() -> int:
         plot(samples, warmup_s, args.out / "soak.png")
     for line in summary(fits, leftover):
         print(line)
-    for line in routes(samples, warmup_s):
+    for line in routes(samples, warmup_s) + cpu(samples, warmup_s):
         print(line)
     print(f"soak: wrote {args.out / 'soak.json'}" + (" and soak.png" if samples else ""))
     if args.keep or dead or leftover:

@@ -177,6 +177,31 @@ def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
     return lines
 
 
+def quarters(kept: list[Sample]) -> list[tuple[Sample, Sample]]:
+    """The first and the last quarter of ``kept``, each as its (first, last) sample."""
+    q = len(kept) // 4
+    return [(kept[0], kept[q]), (kept[-q - 1], kept[-1])]
+
+
+def cpu(samples: list[Sample], warmup_s: float) -> list[str]:
+    """Each process's CPU use, in cores, over the first and the last quarter of the samples
+    after the warm-up. Not judged; it says whether a latency that rose met a busier machine
+    (these machines have 2 cores for 5 processes and the probe)."""
+    kept = [s for s in samples if s["t_s"] >= warmup_s]
+    first = next((p for p in kept[0]["processes"].values() if p), None) if kept else None
+    if len(kept) < 8 or first is None or "cpu_s" not in first:  # runs before cpu_s was sampled
+        return []
+    lines = [f"  {'CPU (cores: first quarter -> last)':<52} {'first':>8} {'last':>8}"]
+    for name in kept[0]["processes"]:
+        shares = []
+        for a, b in quarters(kept):
+            pa, pb = a["processes"].get(name), b["processes"].get(name)
+            took = pb["cpu_s"] - pa["cpu_s"] if pa and pb else None
+            shares.append("-" if took is None else f"{took / (b['t_s'] - a['t_s']):.2f}")
+        lines.append(f"  {name:<52} {shares[0]:>8} {shares[1]:>8}")
+    return lines
+
+
 def routes(samples: list[Sample], warmup_s: float) -> list[str]:
     """Where the server's time went, by route: the mean answer time over the first and the
     last quarter of the samples after the warm-up (from /metrics), busiest routes first, with
@@ -185,8 +210,7 @@ def routes(samples: list[Sample], warmup_s: float) -> list[str]:
     kept = [s for s in samples if s["t_s"] >= warmup_s and s.get("routes")]
     if len(kept) < 8:
         return []
-    q = len(kept) // 4
-    spans = [(kept[0], kept[q]), (kept[-q - 1], kept[-1])]
+    spans = quarters(kept)
 
     def mean_ms(a: Sample, b: Sample, route: str) -> tuple[float | None, float]:
         s0, n0 = a["routes"].get(route, [0.0, 0.0])

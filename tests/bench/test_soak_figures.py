@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # bench/ is no package
-from soak_figures import RSS_SLOPE_MIB, judge, summary  # noqa: E402
+from soak_figures import RSS_SLOPE_MIB, cpu, judge, summary  # noqa: E402
 
 WARMUP_S = 600.0
 Curve = Callable[[float], float]
@@ -40,13 +40,14 @@ def run(
             "fds": fds(t),
             "fd_kinds": {"socket": fds(t) - 12.0, "db": 4.0, "wal": 4.0, "shm": 4.0},
             "threads": threads(t),
+            "cpu_s": 0.5 * t if t < 1800 else 900.0 + 0.8 * (t - 1800),  # busier after 30 min
         }
         samples.append(
             {
                 "t_s": t,
                 "processes": {
                     "server": None if gone else server,
-                    "trainer": {"rss_mib": trainer(t), "fds": 4, "threads": 4},
+                    "trainer": {"rss_mib": trainer(t), "fds": 4, "threads": 4, "cpu_s": t},
                 },
                 "db_mib": 1.0 + t / 600,
                 "wal_mib": 0.5,
@@ -122,3 +123,10 @@ def test_too_few_samples_or_a_process_that_stopped_fails() -> None:
         "  - server stopped during the run",
         "  - left running: 4242 python (group of server, killed)",
     ]
+
+
+def test_cpu_use_is_shown_per_process_for_the_first_and_last_quarter() -> None:
+    lines = cpu(run(), WARMUP_S)
+    assert lines[1].split() == ["server", "0.50", "0.80"]
+    assert lines[2].split() == ["trainer", "1.00", "1.00"]
+    assert cpu(run(minutes=12.0), WARMUP_S) == []  # too few samples after the warm-up
