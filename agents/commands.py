@@ -86,6 +86,13 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="ask for tasks of this family (policy; one of any family when none is near)",
     )
     run.add_argument("--episodes", type=at_least(1), help="stop after this many episodes (policy)")
+    run.add_argument(
+        "--step-interval",
+        type=at_least(0, float),
+        default=0.0,
+        help="at least this many seconds from one step's request to the next (policy; a steady "
+        "pace, e.g. for a soak at a constant load; default 0: as fast as it can)",
+    )
     run.add_argument("--seconds", type=at_least(0, float), help="stop after this long")
     run.add_argument(
         "--poll", type=at_least(0, float), default=5.0, help="seconds between version checks"
@@ -152,7 +159,10 @@ def build_runner(args: argparse.Namespace) -> Any:
         else:
             policy = policy_agent.ModelPolicy(_model(args), args.mode, sampling)
         config = policy_agent.RunnerConfig(
-            family=args.family, poll_s=args.poll, max_episodes=args.episodes
+            family=args.family,
+            poll_s=args.poll,
+            max_episodes=args.episodes,
+            step_interval_s=args.step_interval,
         )
         return policy_agent.PolicyRunner(client, policy, config)
     judge: Any

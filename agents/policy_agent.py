@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 import threading
 import time
@@ -277,6 +278,7 @@ class RunnerConfig:
     max_episodes: int | None = None  # stop after this many (None: run until stopped)
     reconnect_max_s: float = 30.0  # longest wait between reconnection attempts
     kind: str = "policy"
+    step_interval_s: float = 0.0  # at least this long from one step's request to the next
 
 
 @dataclass
@@ -302,6 +304,7 @@ class PolicyRunner:
         self.stop = threading.Event()
         self.stats = RunnerStats()
         self.open_episode: Id | None = None  # begun (or resumed) and not yet seen to end
+        self._last_sent = -math.inf  # time.monotonic() of the last step's request
         self.watcher = (
             VersionWatcher(client, self.config.kind, policy, self.config.poll_s)
             if policy.has_weights
@@ -378,6 +381,8 @@ class PolicyRunner:
             }
             self.stats.parse_failures += decision.parse_failed
             self.stats.versions.add(self.policy.version)
+            if self._pace():
+                continue  # stopped while waiting: abandoned at the top of the loop
             try:
                 sending = time.perf_counter()
                 result = self._patiently(
@@ -398,6 +403,15 @@ class PolicyRunner:
                 self.stats.episodes += 1
                 self.stats.successes += bool(result.success)
                 return {"episode_id": start.episode_id, "success": result.success, "steps": index}
+
+    def _pace(self) -> bool:
+        """Wait until ``step_interval_s`` has passed since the last step's request; True when
+        stopped meanwhile."""
+        wait = self._last_sent + self.config.step_interval_s - time.monotonic()
+        if wait > 0 and self.stop.wait(wait):
+            return True
+        self._last_sent = time.monotonic()
+        return False
 
     def _abandon(self, episode_id: int | str) -> None:
         try:

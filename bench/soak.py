@@ -3,7 +3,8 @@
 Starts what ``bigworld demo`` starts, with its code (``agents.demo``): the world server on a
 SQLite file (WAL) in a fresh temporary data folder, on 127.0.0.1 only, two policy agents, the
 reward agent and the trainer, each a child process in its own process group with one thread
-for torch. A probe thread in this process plays a dedicated policy agent (``soak-probe``,
+for torch; the policy agents step at a steady pace (``--step-interval``), so that the load
+stays the same while they learn. A probe thread in this process plays a dedicated policy agent (``soak-probe``,
 random admissible actions, a step every ``PROBE_EVERY_S``) through the REST API and times
 each ``POST /v1/episodes/{id}/steps``: the step latency as an agent sees it, under the demo's
 load (the server keeps no timings of its own). Its episodes are the world's like any agent's;
@@ -74,6 +75,10 @@ from agents.errors import ClientError, ConflictError  # noqa: E402
 
 POLICIES = 2  # the demo's default
 PROBE_EVERY_S = 0.5  # the probe's pace: about 60 timed steps per 30-s window
+# The policy agents' pace (--step-interval): at full speed they stepped faster as they learned
+# (14 -> 17 steps/s in an hour), and the trainer listed and published more often, so the
+# writer went from 59% to 71% busy and the probe's p50 followed the load, not the world's age.
+STEP_INTERVAL_S = 0.25
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc's unit of CPU time
 
 
@@ -309,7 +314,11 @@ def soak(args: argparse.Namespace, data: Path) -> tuple[list[Sample], list[str],
         tokens = credentials(layout, url, admin, POLICIES)
         with BigWorldClient(url, admin) as client:
             probe_token = client.create_agent("soak-probe", "policy").token
-        children = [c.start() for c in agent_children(layout, url, tokens, POLICIES)]
+        children = agent_children(layout, url, tokens, POLICIES)
+        for child in children:  # a steady pace: the load stays what it was at the start
+            if child.name.startswith("policy-") and args.step_interval:
+                child.argv += ["--step-interval", str(args.step_interval)]
+        children = [c.start() for c in children]
         probe = Probe(url, probe_token, args.seed)
         probe.thread.start()
         everyone = [server, *children]
@@ -367,6 +376,13 @@ def main() -> int:
         help="minutes left out of the fits (default 10, at most a third of the run)",
     )
     parser.add_argument("--seed", type=int, default=0, help="world seed")
+    parser.add_argument(
+        "--step-interval",
+        type=float,
+        default=STEP_INTERVAL_S,
+        help="seconds from one step to the next of each policy agent (default %(default)s; 0: "
+        "as fast as they can, so the load grows as they learn)",
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-soak", help="results"
     )

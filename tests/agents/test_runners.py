@@ -14,7 +14,7 @@ import pytest
 from live import live_server
 
 from agents.backends import Sampling, TransformersModel
-from agents.client import BigWorldClient, EpisodeStart, Id, Task
+from agents.client import BigWorldClient, EpisodeStart, Id, StepResult, Task
 from agents.errors import ConflictError, ValidationError
 from agents.models.tiny import MANIFEST
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
@@ -217,6 +217,48 @@ def test_a_runner_stopped_after_a_refused_step_abandons_its_episode() -> None:
     runner.run()
     assert client.abandoned == [7]
     assert runner.open_episode is None
+
+
+class _Timed:
+    """A client that answers at once and records when each step was asked for; every third
+    step ends its episode."""
+
+    def __init__(self) -> None:
+        self.sent: list[float] = []
+
+    def begin_episode(self, family: str | None = None) -> EpisodeStart:
+        task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
+        return EpisodeStart(len(self.sent), task, "You are in the square 1.", ("look",), 0)
+
+    def step(self, _episode: Id, index: int, *_args: object, **_kwargs: object) -> StepResult:
+        self.sent.append(time.monotonic())
+        return StepResult(index, "You see nothing.", ("look",), index == 3, False, None, 1)
+
+
+def test_a_paced_runner_keeps_its_step_interval_across_episodes() -> None:
+    paced, free = _Timed(), _Timed()
+    PolicyRunner(paced, RandomPolicy(0), RunnerConfig(max_episodes=3, step_interval_s=0.05)).run()  # type: ignore[arg-type]
+    PolicyRunner(free, RandomPolicy(0), RunnerConfig(max_episodes=3)).run()  # type: ignore[arg-type]
+    assert len(paced.sent) == len(free.sent) == 9
+    gaps = [b - a for a, b in zip(paced.sent, paced.sent[1:], strict=False)]
+    assert min(gaps) >= 0.05
+    assert free.sent[-1] - free.sent[0] < 0.05 * 8 / 2  # unpaced, it goes as fast as it can
+
+
+def test_a_runner_stopped_while_pacing_abandons_its_episode_without_stepping() -> None:
+    client = _Timed()
+    runner = PolicyRunner(client, RandomPolicy(0), RunnerConfig(step_interval_s=30.0))  # type: ignore[arg-type]
+    client.abandon = lambda episode_id: abandoned.append(episode_id)  # type: ignore[attr-defined]
+    abandoned: list[Id] = []
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not client.sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    runner.stop.set()  # now waiting 30 s before its second step
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert len(client.sent) == 1 and abandoned == [0]
 
 
 def test_runners_stop_when_their_token_is_revoked(tmp_path: Path) -> None:
