@@ -163,16 +163,18 @@ class World:
         return thing_id, num
 
     def peek_region(self, rx: int, ry: int) -> Region | None:
-        """The region at (rx, ry) if it exists, without generating it. One found absent is
-        not asked for again in this transaction unless :meth:`region` generates it (a begin's
-        draw snapshots the avatar's neighbourhood for each candidate it checks)."""
+        """The region at (rx, ry) if it exists, without generating it. The store is asked once
+        per transaction: a region never changes once generated, and one found absent stays
+        absent unless :meth:`region` generates it (a begin's draw snapshots the avatar's
+        neighbourhood for each candidate it checks)."""
         key = region_key(rx, ry)
-        if key in self._regions or key in self._absent_regions:
-            return self._regions.get(key)
-        region = self.backend.load_region(rx, ry)
-        if region is None:
-            self._absent_regions.add(key)
-        return region
+        if key not in self._regions and key not in self._absent_regions:
+            region = self.backend.load_region(rx, ry)
+            if region is None:
+                self._absent_regions.add(key)
+            else:
+                self._regions[key] = region
+        return self._regions.get(key)
 
     def loaded_place(self, place_id: str) -> Place | None:
         """The place if this transaction already holds it; never loads or generates."""
