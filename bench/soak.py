@@ -4,11 +4,11 @@ Starts what ``bigworld demo`` starts, with its code (``agents.demo``): the world
 SQLite file (WAL) in a fresh temporary data folder, on 127.0.0.1 only, two policy agents, the
 reward agent and the trainer, each a child process in its own process group with one thread
 for torch; the policy agents step at a steady pace (``--step-interval``), so that the load
-stays the same while they learn. A probe thread in this process plays a dedicated policy agent (``soak-probe``,
-random admissible actions, a step every ``PROBE_EVERY_S``) through the REST API and times
-each ``POST /v1/episodes/{id}/steps``: the step latency as an agent sees it, under the demo's
-load (the server keeps no timings of its own). Its episodes are the world's like any agent's;
-the trainer leaves them out, as they carry no prompts.
+stays the same while they learn. A probe thread in this process plays a dedicated policy agent
+(``soak-probe``, random admissible actions, a step every ``PROBE_EVERY_S``) through the REST
+API and times each ``POST /v1/episodes/{id}/steps``: the step latency as an agent sees it,
+under the demo's load (the server keeps no timings of its own). Its episodes are the world's
+like any agent's; the trainer leaves them out, as they carry no prompts.
 
 Every ``--interval`` seconds it samples, from ``/proc`` (Linux; psutil is in the venv only as
 another package's dependency, and ``/proc`` holds all that is needed), each process's resident
