@@ -18,8 +18,8 @@ a row. At the end it fits the samples after the warm-up and judges them against 
 
 - resident memory: the slope of its floor (the lowest sample of each 5 minutes) at most
   ``RSS_SLOPE_MIB`` MiB per 10 minutes (``soak_figures``), each process;
-- file descriptors and threads: no growth (median of the last quarter of the samples after the
-  warm-up not above that of the first quarter), each process;
+- file descriptors and threads: no growth (the fewest in the second half of the samples after
+  the warm-up not above the fewest in the first half), each process;
 - step latency: p50 flat (its fitted rise over the samples after the warm-up at most
   ``P50_RISE`` of its median, or ``P50_RISE_MS``);
 - nothing left running after the stop (no process in any of the children's groups, the

@@ -105,6 +105,16 @@ def test_a_leaked_descriptor_or_thread_every_5_minutes_fails() -> None:
     assert f"{'':<12} fds by kind: socket {grown:+g}" in summary(fits, [])
 
 
+def test_a_pool_of_threads_that_comes_and_goes_is_no_growth() -> None:
+    """The server's worker threads follow the requests in flight (8-11 in an hour-long run,
+    back to 8 at minute 41); a leak never comes back down."""
+    breathing = random.Random(1)
+    pool = judge(run(threads=lambda t: 8.0 + breathing.choice([0, 1, 1, 2, 2, 3])), WARMUP_S)
+    assert pool["failures"] == []
+    leak = judge(run(threads=lambda t: 8.0 + breathing.choice([0, 1, 2, 3]) + t // 900), WARMUP_S)
+    assert [f for f in leak["failures"] if f.startswith("server threads grew")]
+
+
 def test_a_p50_latency_that_climbs_fails_and_noise_below_the_bound_passes() -> None:
     climbing = judge(run(p50=lambda t: 40.0 + 10.0 * t / 3600), WARMUP_S)
     assert [f for f in climbing["failures"] if f.startswith("p50 latency rose")]
