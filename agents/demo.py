@@ -280,8 +280,12 @@ def server_child(layout: Layout, port: int, seed: int) -> Child:
     )
 
 
-def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: int) -> list[Child]:
+def agent_children(
+    layout: Layout, url: str, tokens: dict[str, str], policies: int, step_interval: float = 0.0
+) -> list[Child]:
+    """The demo's agents; ``step_interval`` paces each policy agent (``--step-interval``)."""
     server_opts = ["--server", url]
+    pace = ["--step-interval", str(step_interval)] if step_interval else []
     # One torch thread per process (the default, said aloud): the demo's processes share the
     # cores, and a pool per process as wide as the machine would only wait on the others.
     one_thread = ["--threads", "1"]
@@ -291,7 +295,7 @@ def agent_children(layout: Layout, url: str, tokens: dict[str, str], policies: i
             [
                 "agent", "run", "--role", "policy", "--backend", "transformers",
                 "--model", str(layout.model("policy")), "--mode", "rank",
-                "--seed", str(i), "--device", "cpu", *one_thread, *server_opts,
+                "--seed", str(i), "--device", "cpu", *one_thread, *server_opts, *pace,
             ],
             layout.log(f"policy-{i}"),
             {"BIGWORLD_TOKEN": tokens[f"demo-policy-{i}"]},

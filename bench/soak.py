@@ -314,10 +314,8 @@ def soak(args: argparse.Namespace, data: Path) -> tuple[list[Sample], list[str],
         tokens = credentials(layout, url, admin, POLICIES)
         with BigWorldClient(url, admin) as client:
             probe_token = client.create_agent("soak-probe", "policy").token
-        children = agent_children(layout, url, tokens, POLICIES)
-        for child in children:  # a steady pace: the load stays what it was at the start
-            if child.name.startswith("policy-") and args.step_interval:
-                child.argv += ["--step-interval", str(args.step_interval)]
+        # a steady pace: the load stays what it was at the start
+        children = agent_children(layout, url, tokens, POLICIES, args.step_interval)
         children = [c.start() for c in children]
         probe = Probe(url, probe_token, args.seed)
         probe.thread.start()
@@ -351,17 +349,27 @@ def soak(args: argparse.Namespace, data: Path) -> tuple[list[Sample], list[str],
     return samples, left, dead
 
 
-def rejudge(path: Path) -> int:
-    """The verdict of today's goals on the samples of an earlier run (nothing is started)."""
-    report = json.loads(path.read_text())
-    ran = report["args"]
-    warmup_s = min(float(ran["warmup"]), float(ran["minutes"]) / 3) * 60
-    samples = report["samples"]
-    fits = judge(samples, warmup_s)
-    for line in summary(fits, report["left_running"]):
+def warmup_seconds(minutes: float, warmup: float) -> float:
+    """The warm-up left out of the fits: ``warmup`` minutes, at most a third of the run."""
+    return min(warmup, minutes / 3) * 60
+
+
+def verdict(
+    samples: list[Sample], fits: dict[str, Any], leftover: list[str], warmup_s: float
+) -> None:
+    """Print the judgement, then where the server's time and the machine's cores went."""
+    for line in summary(fits, leftover):
         print(line)
     for line in routes(samples, warmup_s) + cpu(samples, warmup_s):
         print(line)
+
+
+def rejudge(path: Path) -> int:
+    """The verdict of today's goals on the samples of an earlier run (nothing is started)."""
+    report = json.loads(path.read_text())
+    warmup_s = warmup_seconds(float(report["args"]["minutes"]), float(report["args"]["warmup"]))
+    fits = judge(report["samples"], warmup_s)
+    verdict(report["samples"], fits, report["left_running"], warmup_s)
     return 0 if not fits["failures"] and not report["left_running"] else 1
 
 
@@ -397,7 +405,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.judge is not None:
         return rejudge(args.judge)
-    warmup_s = min(args.warmup, args.minutes / 3) * 60
+    warmup_s = warmup_seconds(args.minutes, args.warmup)
     if warmup_s < args.warmup * 60:
         print(f"soak: warm-up {warmup_s / 60:.1f} min, a third of a short run")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -422,10 +430,7 @@ def main() -> int:
     (args.out / "soak.json").write_text(json.dumps(report, indent=1))
     if samples:
         plot(samples, warmup_s, args.out / "soak.png")
-    for line in summary(fits, leftover):
-        print(line)
-    for line in routes(samples, warmup_s) + cpu(samples, warmup_s):
-        print(line)
+    verdict(samples, fits, leftover, warmup_s)
     print(f"soak: wrote {args.out / 'soak.json'}" + (" and soak.png" if samples else ""))
     if args.keep or dead or leftover:
         print(f"soak: the data folder and logs stay in {data}")

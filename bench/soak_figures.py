@@ -191,8 +191,8 @@ def cpu(samples: list[Sample], warmup_s: float) -> list[str]:
     after the warm-up. Not judged; it says whether a latency that rose met a busier machine
     (these machines have 2 cores for 5 processes and the probe)."""
     kept = [s for s in samples if s["t_s"] >= warmup_s]
-    first = next((p for p in kept[0]["processes"].values() if p), None) if kept else None
-    if len(kept) < 8 or first is None or "cpu_s" not in first:  # runs before cpu_s was sampled
+    sampled = len(kept) >= 8 and any(p and "cpu_s" in p for p in kept[0]["processes"].values())
+    if not sampled:  # a short run, or one from before cpu_s was sampled
         return []
     lines = [f"  {'CPU (cores: first quarter -> last)':<52} {'first':>8} {'last':>8}"]
     for name in kept[0]["processes"]:

@@ -125,11 +125,8 @@ class World:
     # -- space -----------------------------------------------------------------------------
     def region(self, rx: int, ry: int) -> Region:
         """The region at (rx, ry), generated and recorded the first time anything looks."""
-        key = region_key(rx, ry)
-        region = self._regions.get(key) or self.backend.load_region(rx, ry)
-        if region is None:
-            region = self._generate(rx, ry)
-        self._regions[key] = region
+        region = self.peek_region(rx, ry) or self._generate(rx, ry)
+        self._regions[region_key(rx, ry)] = region
         return region
 
     def _generate(self, rx: int, ry: int) -> Region:

@@ -248,8 +248,8 @@ def test_a_paced_runner_keeps_its_step_interval_across_episodes() -> None:
 def test_a_runner_stopped_while_pacing_abandons_its_episode_without_stepping() -> None:
     client = _Timed()
     runner = PolicyRunner(client, RandomPolicy(0), RunnerConfig(step_interval_s=30.0))  # type: ignore[arg-type]
-    client.abandon = lambda episode_id: abandoned.append(episode_id)  # type: ignore[attr-defined]
     abandoned: list[Id] = []
+    client.abandon = abandoned.append  # type: ignore[attr-defined]
     thread = threading.Thread(target=runner.run)
     thread.start()
     deadline = time.monotonic() + 10
