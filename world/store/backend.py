@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select, update
@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from world.entities import Avatar, Place, Region, Thing, region_of
 from world.rules import RulesVersion
 from world.store import regions as pg
+from world.store.driver import Statement
 from world.store.errors import StoreError
 from world.store.models import (
     AvatarRow,
@@ -70,18 +71,18 @@ class SqlBackend:
         return self._places[row["id"]]
 
     # -- loading ---------------------------------------------------------------------------
-    def _rows(self, model: type, *columns: str, **values: Any) -> list[Any]:
-        """Rows of ``model`` whose ``columns`` equal ``values`` (a prepared statement)."""
+    def _rows(self, model: type, *columns: str, **values: Any) -> list[dict[str, Any]]:
+        """Rows of ``model`` whose ``columns`` equal ``values`` (on the driver's cursor)."""
         stmt = _select_by(model.__table__.name, columns)  # type: ignore[attr-defined]
-        return list(self.session.connection().execute(stmt, values).mappings())
+        return stmt.rows(self.session.connection(), values)
 
-    def _rows_in(self, model: type, column: str, values: Sequence[Any]) -> list[Any]:
+    def _rows_in(self, model: type, column: str, values: Sequence[Any]) -> list[dict[str, Any]]:
         """Rows of ``model`` whose ``column`` is one of ``values``: one statement (the plain
-        equality's, prepared, for one value: a step asks for one place at a time)."""
+        equality's for one value: a step asks for one place at a time)."""
         if len(values) == 1:
             return self._rows(model, column, **{column: values[0]})
-        stmt = _select_in(model.__table__.name, column)  # type: ignore[attr-defined]
-        return list(self.session.connection().execute(stmt, {column: list(values)}).mappings())
+        stmt = _select_in(model.__table__.name, column, len(values))  # type: ignore[attr-defined]
+        return stmt.rows(self.session.connection(), {f"v{i}": v for i, v in enumerate(values)})
 
     def _world_row(self) -> WorldRow:
         if self._row is None:
@@ -154,34 +155,33 @@ class SqlBackend:
         for thing_id in changes.removed:
             self._things.pop(thing_id, None)
         if changes.regions:
-            s.execute(
-                _upsert(s, RegionRow, ["rx", "ry"]),
-                [dataclasses.asdict(r) for r in changes.regions],
+            _upsert(s, RegionRow, ["rx", "ry"]).run(
+                s, [dataclasses.asdict(r) for r in changes.regions]
             )
         if places:
             rows = []
             for p in places:
                 rx, ry = region_of(p.id)
                 rows.append({**dataclasses.asdict(p), "rx": rx, "ry": ry})
-            s.execute(_upsert(s, PlaceRow, ["id"]), rows)
+            _upsert(s, PlaceRow, ["id"]).run(s, rows)
         if changes.removed:
             s.execute(delete(ThingRow).where(ThingRow.id.in_(sorted(changes.removed))))
         if things:
-            s.execute(_upsert(s, ThingRow, ["id"]), [t.row() for t in things])
+            _upsert(s, ThingRow, ["id"]).run(s, [t.row() for t in things])
         if avatars:
-            s.execute(_upsert(s, AvatarRow, ["id"]), [dataclasses.asdict(a) for a in avatars])
+            _upsert(s, AvatarRow, ["id"]).run(s, [dataclasses.asdict(a) for a in avatars])
         row = self._world_row()
         if changes.events:
             row = append_events(self.session, row, changes.events)
         if s.dialect.name == "sqlite":
             row = dataclasses.replace(row, meta=changes.meta.copy())
-            s.execute(_META_UPDATE, row.values())
+            _META_UPDATE.run(s, row.values())
         elif self._reserved or changes.meta.versions != row.meta.versions:
             # PostgreSQL: the clock and the log's numbers live in sequences; the row is written
             # only by a transaction that drew thing ids (holding its lock) or published rules.
             row = dataclasses.replace(row, meta=changes.meta.copy())
             values = row.values()
-            s.execute(_META_UPDATE, {k: values[k] for k in _PG_META_COLUMNS})
+            _META_UPDATE.run(s, {k: values[k] for k in _PG_META_COLUMNS})
         self._row = row
 
     # -- dumping ---------------------------------------------------------------------------
@@ -236,10 +236,10 @@ def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
     clock is the latest tick logged (the row's ``tick`` is not kept there, ``regions``)."""
     conn = session.connection()
     if conn.dialect.name == "sqlite":
-        stmt: Any = _META_LOCK if for_update else _META_READ
+        found = (_META_LOCK if for_update else _META_READ).rows(conn, {})
+        row = found[0] if found else None
     else:
-        stmt = pg.LOGGED_READ
-    row = conn.execute(stmt).mappings().first()
+        row = conn.execute(pg.LOGGED_READ).mappings().first()
     if row is None:
         raise StoreError(
             "the world is not initialised (run `bigworld db upgrade`, start the server)"
@@ -292,44 +292,49 @@ def insert_log(
                 }
             )
             links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
-    if rows:
-        conn.execute(Base.metadata.tables["events"].insert(), rows)
-    if links:
-        conn.execute(Base.metadata.tables["event_entities"].insert(), links)
+    _EVENTS_INSERT.run(conn, rows)
+    _LINKS_INSERT.run(conn, links)
 
 
 # Statements are built once and reused: building a statement and its cache key costs more
 # than running it on SQLite, and a step runs about twenty.
 _META = Base.metadata.tables["world_meta"]
-_META_READ = select(_META).where(_META.c.id == 1)
-_META_LOCK = _META_READ.with_for_update()
-_META_UPDATE = update(_META).where(_META.c.id == 1)
+_META_READ = Statement(select(_META).where(_META.c.id == 1), _META.columns)
+_META_LOCK = Statement(select(_META).where(_META.c.id == 1).with_for_update(), _META.columns)
+_META_UPDATE = Statement(update(_META).where(_META.c.id == 1))
+_EVENTS_INSERT = Statement(Base.metadata.tables["events"].insert())
+_LINKS_INSERT = Statement(Base.metadata.tables["event_entities"].insert())
 _PG_META_COLUMNS = ("seed", "next_thing_id", "counters", "versions")
 
 
 @cache
-def _select_by(table_name: str, columns: tuple[str, ...]) -> Any:
+def _select_by(table_name: str, columns: tuple[str, ...]) -> Statement:
     table = Base.metadata.tables[table_name]
-    return select(table).where(*(table.c[c] == bindparam(c) for c in columns))
+    where = (table.c[c] == bindparam(c) for c in columns)
+    return Statement(select(table).where(*where), table.columns)
+
+
+@lru_cache(maxsize=256)
+def _select_in(table_name: str, column: str, count: int) -> Statement:
+    """One statement per list length (``v0``...): the driver has no expanding parameters."""
+    table = Base.metadata.tables[table_name]
+    listed = table.c[column].in_([bindparam(f"v{i}") for i in range(count)])
+    return Statement(select(table).where(listed), table.columns)
 
 
 @cache
-def _select_in(table_name: str, column: str) -> Any:
-    table = Base.metadata.tables[table_name]
-    return select(table).where(table.c[column].in_(bindparam(column, expanding=True)))
-
-
-@cache
-def _upsert_for(dialect: str, table_name: str, keys: tuple[str, ...]) -> Any:
+def _upsert_for(dialect: str, table_name: str, keys: tuple[str, ...]) -> Statement:
     table = Base.metadata.tables[table_name]
     stmt = (postgresql if dialect == "postgresql" else sqlite).insert(table)
     others = [c.name for c in table.columns if c.name not in keys]
-    return stmt.on_conflict_do_update(
-        index_elements=list(keys), set_={name: stmt.excluded[name] for name in others}
+    return Statement(
+        stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={name: stmt.excluded[name] for name in others}
+        )
     )
 
 
-def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Any:
+def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Statement:
     """INSERT ... ON CONFLICT (keys) DO UPDATE, in the connection's dialect."""
     return _upsert_for(conn.dialect.name, model.__table__.name, tuple(keys))  # type: ignore[attr-defined]
 

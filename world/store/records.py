@@ -17,6 +17,7 @@ from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from world.store.driver import Statement
 from world.store.models import Base, EpisodeRow, StepRow, TaskRow
 from world.tasks import Task
 
@@ -164,14 +165,14 @@ def idle_episodes(*, session: Session, before: float) -> list[EpisodeRow]:
 
 
 _EPISODES = Base.metadata.tables["episodes"]
-# The SET clause is the parameters' other keys (SQLAlchemy compiles each key set once).
-_EPISODE_UPDATE = update(_EPISODES).where(_EPISODES.c.id == bindparam("episode_id"))
+# The SET clause is the parameters' other keys (compiled once for each set of keys).
+_EPISODE_UPDATE = Statement(update(_EPISODES).where(_EPISODES.c.id == bindparam("episode_id")))
 
 
 def update_episode(*, session: Session, episode: EpisodeRow, **values: Any) -> None:
-    """Write ``values`` to the episode's row with one Core UPDATE, and into ``episode`` as its
-    loaded state: steps write their episode without the cost of an ORM flush."""
-    session.connection().execute(_EPISODE_UPDATE, {"episode_id": episode.id, **values})
+    """Write ``values`` to the episode's row with one UPDATE on the driver's cursor, and into
+    ``episode`` as its loaded state: steps write their episode without an ORM flush."""
+    _EPISODE_UPDATE.run(session.connection(), {"episode_id": episode.id, **values})
     for key, value in values.items():
         set_committed_value(episode, key, value)
 
@@ -239,31 +240,53 @@ def get_step(*, session: Session, episode_id: int, step: int) -> StepRow | None:
 @dataclass(frozen=True)
 class StepRead:
     """What a step request needs to read, in one query: the episode, its task's row, and the
-    step of the index asked for when it is already recorded (a resend)."""
+    step of the index asked for when it is already recorded (a resend).
+
+    The rows are read on the driver's cursor and handed out as transient objects, not in the
+    session: the step path writes them with statements of its own (:func:`update_episode`,
+    :func:`add_step`), never through the ORM's flush."""
 
     episode: EpisodeRow
     task: TaskRow
     recorded: StepRow | None
 
 
-_STEP_READ = (
-    select(EpisodeRow, TaskRow, StepRow)
-    .join(TaskRow, TaskRow.id == EpisodeRow.task_id)
-    .outerjoin(StepRow, (StepRow.episode_id == EpisodeRow.id) & (StepRow.step == bindparam("step")))
-    .where(EpisodeRow.id == bindparam("episode_id"))
+_TASKS = Base.metadata.tables["tasks"]
+_STEPS = Base.metadata.tables["steps"]
+_STEP_READ = Statement(
+    select(_EPISODES, _TASKS, _STEPS)
+    .join_from(_EPISODES, _TASKS, _TASKS.c.id == _EPISODES.c.task_id)
+    .outerjoin(
+        _STEPS, (_STEPS.c.episode_id == _EPISODES.c.id) & (_STEPS.c.step == bindparam("step"))
+    )
+    .where(_EPISODES.c.id == bindparam("episode_id")),
+    [*_EPISODES.columns, *_TASKS.columns, *_STEPS.columns],
 )
+_STEP_INSERT = Statement(_STEPS.insert())
 
 
 def read_step(*, session: Session, episode_id: int, step: int) -> StepRead | None:
     """Episode ``episode_id`` with its task and its recorded step ``step`` (None if no such
     episode)."""
-    found = session.execute(_STEP_READ, {"episode_id": episode_id, "step": step}).first()
-    return None if found is None else StepRead(*found)
+    found = _STEP_READ.lists(session.connection(), {"episode_id": episode_id, "step": step})
+    if not found:
+        return None
+    values = found[0]
+    tasks_from = len(_EPISODES.columns)
+    steps_from = tasks_from + len(_TASKS.columns)
+    episode = dict(zip(_EPISODES.columns.keys(), values[:tasks_from], strict=True))
+    task = dict(zip(_TASKS.columns.keys(), values[tasks_from:steps_from], strict=True))
+    recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:], strict=True))
+    return StepRead(
+        EpisodeRow(**episode),
+        TaskRow(**task),
+        StepRow(**recorded) if recorded["step"] is not None else None,
+    )
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
-    """Store a step (a Core INSERT: the step path writes no ORM objects)."""
-    session.connection().execute(Base.metadata.tables["steps"].insert(), fields)
+    """Store a step (an INSERT on the driver's cursor: the step path writes no ORM objects)."""
+    _STEP_INSERT.run(session.connection(), fields)
 
 
 def steps_of(*, session: Session, episode_id: int) -> list[StepRow]:

@@ -1,0 +1,161 @@
+"""Statements run on the driver's cursor: the step path's reads and writes without SQLAlchemy's
+execution machinery.
+
+Through ``Connection.execute`` a statement costs SQLAlchemy's execution context, its events and
+its result wrapping on top of the driver's own work: some 40-60 µs a statement against a few
+through ``sqlite3`` alone, and a step runs about twenty. A :class:`Statement` is a Core
+statement compiled once per dialect and set of parameter keys: its SQL text, its parameters'
+order, and the type processors SQLAlchemy itself would apply (JSON encoded and decoded,
+SQLite's integers read back as booleans), so rows and values are the same as through Core.
+Driver errors are raised as SQLAlchemy's ``DBAPIError`` family, as Core raises them (the
+server answers an outage with a 503 either way).
+
+The statement runs in whatever transaction ``conn`` is in: the caller begins it (a session's
+``connection()`` does), as for any Core statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Column, Connection
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql import Executable
+
+from world.store.errors import StoreError
+
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A statement in one dialect: its text, and how to make its parameters and read its rows."""
+
+    sql: str
+    named: bool  # parameters go as a mapping (pyformat) rather than a sequence (qmark)
+    binds: tuple[tuple[str, Processor, Any], ...]  # (name, bind processor, value if fixed)
+    names: tuple[str, ...]  # the rows' columns, for a SELECT
+    processors: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column index, result processor)
+
+    def parameters(self, values: Mapping[str, Any]) -> Any:
+        made = []
+        for name, process, fixed in self.binds:
+            value = values[name] if fixed is _GIVEN else fixed
+            made.append(process(value) if process is not None else value)
+        if self.named:
+            return {name: value for (name, _, _), value in zip(self.binds, made, strict=True)}
+        return made
+
+    def values(self, raw: Sequence[Any]) -> list[Any]:
+        made = list(raw)
+        for index, process in self.processors:
+            made[index] = process(made[index])
+        return made
+
+
+_GIVEN = object()  # a bind whose value comes from the caller's parameters
+
+
+class Statement:
+    """``stmt`` (a Core statement), run on the driver's cursor. ``columns``: for a SELECT, the
+    columns it returns, in order (their names key the rows of :meth:`rows`).
+
+    An INSERT or UPDATE is compiled for the keys of the parameters it is given (the columns it
+    sets); a column left out takes its constant default (a callable default is refused)."""
+
+    def __init__(self, stmt: Executable, columns: Sequence[Column[Any]] = ()) -> None:
+        self._stmt = stmt
+        self._columns = tuple(columns)
+        self._compiled: dict[tuple[str, frozenset[str]], _Compiled] = {}
+
+    def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The rows the statement returns, as dicts of column name to value."""
+        compiled = self._compile(conn.dialect, params)
+        raw = _run(conn, compiled, compiled.parameters(params), many=False)
+        return [dict(zip(compiled.names, compiled.values(r), strict=True)) for r in raw]
+
+    def lists(self, conn: Connection, params: Mapping[str, Any]) -> list[list[Any]]:
+        """The rows the statement returns, as lists of values in the order of ``columns``
+        (for a join, whose tables share column names)."""
+        compiled = self._compile(conn.dialect, params)
+        raw = _run(conn, compiled, compiled.parameters(params), many=False)
+        return [compiled.values(r) for r in raw]
+
+    def run(
+        self, conn: Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Execute with one set of parameters, or with each of a list (``executemany``; every
+        set has the first's keys)."""
+        if isinstance(params, Mapping):
+            compiled = self._compile(conn.dialect, params)
+            _run(conn, compiled, compiled.parameters(params), many=False)
+        elif params:
+            compiled = self._compile(conn.dialect, params[0])
+            _run(conn, compiled, [compiled.parameters(p) for p in params], many=True)
+
+    def _compile(self, dialect: Dialect, params: Mapping[str, Any]) -> _Compiled:
+        key = (dialect.name, frozenset(params))
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = self._make(dialect, key[1])
+        return found
+
+    def _make(self, dialect: Dialect, keys: frozenset[str]) -> _Compiled:
+        compiled: Any = self._stmt.compile(dialect=dialect, column_keys=sorted(keys))
+        fixed = {}  # a column's Python-side default, for a column the parameters leave out
+        for column in (*compiled.insert_prefetch, *compiled.update_prefetch):
+            if column.key in keys:
+                continue
+            if column.default is None or not column.default.is_scalar:
+                raise StoreError(
+                    f"expected a value for column {column.key!r} (its default is not a "
+                    f"constant), got none"
+                )
+            fixed[column.key] = column.default.arg
+        named = compiled.positiontup is None
+        order = list(compiled.binds) if named else list(compiled.positiontup)
+        binds = []
+        for name in order:
+            bind = compiled.binds[name]
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            value = _GIVEN if name in keys else fixed.get(name, bind.effective_value)
+            binds.append((name, process, value))
+        processors = []
+        for index, column in enumerate(self._columns):
+            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            if process is not None:
+                processors.append((index, process))
+        names = tuple(c.name for c in self._columns)
+        return _Compiled(compiled.string, named, tuple(binds), names, tuple(processors))
+
+
+def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> list[Any]:
+    """Execute on ``conn``'s driver connection; returns the raw rows (empty when none)."""
+    dialect = conn.dialect
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # a Connection in use holds its driver connection
+    cursor = dbapi_connection.cursor()
+    try:
+        if many:
+            cursor.executemany(compiled.sql, params)
+            return []
+        cursor.execute(compiled.sql, params)
+        return cursor.fetchall() if compiled.names else []
+    except dialect.loaded_dbapi.Error as exc:
+        gone = dialect.is_disconnect(exc, dbapi_connection, cursor)
+        if gone:
+            conn.invalidate(exc)
+        raise DBAPIError.instance(
+            compiled.sql,
+            params,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=gone,
+            dialect=dialect,
+            ismulti=many,
+        ) from exc
+    finally:
+        cursor.close()
