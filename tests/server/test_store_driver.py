@@ -10,7 +10,20 @@ from typing import Any
 
 import pytest
 from dbfixtures import fresh_database
-from sqlalchemy import Boolean, Column, Engine, Integer, MetaData, Table, bindparam, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    bindparam,
+    select,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from migrations import upgrade_to_head
@@ -61,6 +74,39 @@ def test_rows_written_and_read_on_the_driver_equal_what_core_reads_and_writes(
     assert {type(r["outdoor"]) for r in driver} == {bool}  # also on SQLite, which stores 0 and 1
     assert list(driver[0]["exits"]) == ["north", "east"]
     assert driver[0]["attrs"] == _place("a", True)["attrs"]
+
+
+def test_every_column_type_the_schema_uses_reads_back_as_through_core(engine: Engine) -> None:
+    typed = Table(
+        "typed",
+        MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("big", BigInteger),
+        Column("real", Float),  # updated_at, temperature: PostgreSQL's float processors
+        Column("text", Text),
+        Column("listed", JSON),
+        Column("flag", Boolean),
+    )
+    rows = [
+        {
+            "id": 1,
+            "big": 2**62,
+            "real": 1764779500.25,
+            "text": "é\n",
+            "listed": [1, "a"],
+            "flag": True,
+        },
+        {"id": 2, "big": None, "real": None, "text": None, "listed": None, "flag": None},
+    ]
+    with engine.begin() as conn:
+        typed.metadata.create_all(conn)
+        Statement(typed.insert()).run(conn, rows)
+        every = Statement(select(typed).order_by(typed.c.id), typed.columns)
+        driver = every.rows(conn, {})
+        again = every.rows(conn, {})  # the processors learned at the first execution
+        core = [dict(r) for r in conn.execute(select(typed).order_by(typed.c.id)).mappings()]
+    assert driver == again == core == rows
+    assert [type(v) for v in driver[0].values()] == [int, int, float, str, list, bool]
 
 
 def test_an_update_sets_the_keys_it_is_given_and_a_left_out_column_takes_its_default(

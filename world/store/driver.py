@@ -30,15 +30,18 @@ from world.store.errors import StoreError
 Processor = Callable[[Any], Any] | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Compiled:
     """A statement in one dialect: its text, and how to make its parameters and read its rows."""
 
     sql: str
     named: bool  # parameters go as a mapping (pyformat) rather than a sequence (qmark)
     binds: tuple[tuple[str, Processor, Any], ...]  # (name, bind processor, value if fixed)
-    names: tuple[str, ...]  # the rows' columns, for a SELECT
-    processors: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column index, result processor)
+    columns: tuple[Column[Any], ...]  # the rows' columns, for a SELECT
+    names: tuple[str, ...]
+    # (column index, result processor); made at the first execution, from the types the
+    # driver says it returned (PostgreSQL's numeric processors depend on the type's OID)
+    processors: tuple[tuple[int, Callable[[Any], Any]], ...] | None = None
 
     def parameters(self, values: Mapping[str, Any]) -> Any:
         made = []
@@ -51,9 +54,19 @@ class _Compiled:
 
     def values(self, raw: Sequence[Any]) -> list[Any]:
         made = list(raw)
-        for index, process in self.processors:
+        for index, process in self.processors or ():
             made[index] = process(made[index])
         return made
+
+    def learn_types(self, dialect: Dialect, description: Sequence[Sequence[Any]]) -> None:
+        """Make the result processors from a cursor's ``description`` (once)."""
+        processors = []
+        for index, (column, described) in enumerate(zip(self.columns, description, strict=True)):
+            impl = column.type.dialect_impl(dialect)
+            process = impl.result_processor(dialect, described[1])  # its type code
+            if process is not None:
+                processors.append((index, process))
+        self.processors = tuple(processors)
 
 
 _GIVEN = object()  # a bind whose value comes from the caller's parameters
@@ -123,13 +136,8 @@ class Statement:
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             value = _GIVEN if name in keys else fixed.get(name, bind.effective_value)
             binds.append((name, process, value))
-        processors = []
-        for index, column in enumerate(self._columns):
-            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
-            if process is not None:
-                processors.append((index, process))
         names = tuple(c.name for c in self._columns)
-        return _Compiled(compiled.string, named, tuple(binds), names, tuple(processors))
+        return _Compiled(compiled.string, named, tuple(binds), self._columns, names)
 
 
 def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> list[Any]:
@@ -143,7 +151,11 @@ def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> l
             cursor.executemany(compiled.sql, params)
             return []
         cursor.execute(compiled.sql, params)
-        return cursor.fetchall() if compiled.names else []
+        if not compiled.names:
+            return []
+        if compiled.processors is None:
+            compiled.learn_types(dialect, cursor.description)
+        return cursor.fetchall()
     except dialect.loaded_dbapi.Error as exc:
         gone = dialect.is_disconnect(exc, dbapi_connection, cursor)
         if gone:
