@@ -17,7 +17,8 @@ step latency over the window (p50, p95) and the server's time by route (``/metri
 a row. At the end it fits the samples after the warm-up and judges them against the goals:
 
 - resident memory: the slope of its floor (the lowest sample of each 5 minutes) at most
-  ``RSS_SLOPE_MIB`` MiB per 10 minutes (``soak_figures``), each process;
+  ``RSS_SLOPE_MIB`` MiB per 10 minutes, or not told from no growth (its 95% interval reaches
+  zero; ``soak_figures``), each process;
 - file descriptors and threads: no growth (the fewest in the second half of the samples after
   the warm-up not above the fewest in the first half), each process;
 - step latency: p50 flat (its fitted rise over the samples after the warm-up at most

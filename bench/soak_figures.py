@@ -18,6 +18,15 @@ RSS_SLOPE_MIB = 1.0  # per 10 minutes: "within noise"
 # run and could not tell a leak from the batches it sampled.
 FLOOR_WINDOW_S = 300.0
 FLOORS = 8
+# A floor rising faster than RSS_SLOPE_MIB fails only where the rise is told from no growth: the
+# lower end of its slope's 95% interval is above zero. A policy agent's RSS moves between 392
+# and 416 MiB in steps that last minutes, so the ten floors of an hour scatter by ±5 MiB and
+# their slope's standard error is 0.84 MiB per 10 min (the server's: 0.17); a run then failed
+# on +1.01 (interval −0.93 to +2.95) for a process whose samples fell by 7 MiB over the hour.
+# Student's t, two-sided 95%, by degrees of freedom (floors − 2); 1.96 beyond the table.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
 P50_RISE = 0.10  # of the median p50, over the samples after the warm-up
 P50_RISE_MS = 1.0  # a rise below this is noise whatever the median
 Sample = dict[str, Any]
@@ -30,6 +39,19 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     num = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     return num / sum((x - mx) ** 2 for x in xs)
+
+
+def slope_interval(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the least-squares slope of ``ys`` over ``xs`` (None with fewer than
+    3 points)."""
+    b = slope(xs, ys)
+    if b is None or len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    residual = sum((y - my - b * (x - mx)) ** 2 for x, y in zip(xs, ys, strict=True))
+    error = (residual / (len(xs) - 2) / sum((x - mx) ** 2 for x in xs)) ** 0.5
+    t = T95[len(xs) - 3] if len(xs) - 2 <= len(T95) else 1.96
+    return b - t * error, b + t * error
 
 
 def floors(points: list[tuple[float, float]], window_s: float) -> list[tuple[float, float]]:
@@ -76,8 +98,10 @@ def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
         window = min(FLOOR_WINDOW_S, (ts[-1] - ts[0]) / FLOORS)
         low = floors([(t, p["rss_mib"]) for t, p in alive], window)
         floor = slope([t for t, _ in low], [y for _, y in low])
+        interval = slope_interval([t for t, _ in low], [y for _, y in low])
         fit: dict[str, Any] = {
             "rss_floor_mib_per_10min": None if floor is None else floor * 600,
+            "rss_floor_interval": None if interval is None else [v * 600 for v in interval],
             "rss_mib_per_10min": None if rss is None else rss * 600,
             "rss_floors": len(low),
             "rss_mib_first_last": [alive[0][1]["rss_mib"], alive[-1][1]["rss_mib"]],
@@ -90,10 +114,12 @@ def judge(samples: list[Sample], warmup_s: float) -> dict[str, Any]:
                 k: growth([p.get("fd_kinds", {}).get(k, 0) for _, p in alive]) for k in kinds
             }
         fits["processes"][name] = fit
-        grows = fit["rss_floor_mib_per_10min"]
-        if grows is not None and grows > RSS_SLOPE_MIB:
+        grows, within = fit["rss_floor_mib_per_10min"], fit["rss_floor_interval"]
+        if grows is not None and grows > RSS_SLOPE_MIB and (within is None or within[0] > 0):
             failures.append(
-                f"{name} RSS floor grows {grows:+.2f} MiB per 10 min (goal <= {RSS_SLOPE_MIB})"
+                f"{name} RSS floor grows {grows:+.2f} MiB per 10 min"
+                + ("" if within is None else f" (95% {within[0]:+.2f} to {within[1]:+.2f})")
+                + f" (goal <= {RSS_SLOPE_MIB}, or not told from no growth)"
             )
         for what in ("fds", "threads"):
             if fit[f"{what}_growth"] > 0:
@@ -147,17 +173,19 @@ def row(s: Sample) -> str:
 def summary(fits: dict[str, Any], leftover: list[str]) -> list[str]:
     lines = [
         f"after the warm-up ({fits['warmup_s'] / 60:.1f} min, {fits['samples']} samples):",
-        f"  {'process':<10} {'RSS MiB/10min: floor':>21} {'samples':>8} {'RSS first→last':>17}"
-        f" {'fds Δ':>6} {'thr Δ':>6}",
+        f"  {'process':<10} {'RSS MiB/10min: floor':>21} {'(95%)':>15} {'samples':>8}"
+        f" {'RSS first→last':>17} {'fds Δ':>6} {'thr Δ':>6}",
     ]
     for name, f in fits["processes"].items():
         floor, every = (
             "-" if f[k] is None else f"{f[k]:+.2f}"
             for k in ("rss_floor_mib_per_10min", "rss_mib_per_10min")
         )
+        within = f.get("rss_floor_interval")  # absent from runs judged before it was
+        interval = "-" if within is None else f"{within[0]:+.2f}..{within[1]:+.2f}"
         first, last = f["rss_mib_first_last"]
         lines.append(
-            f"  {name:<10} {floor:>21} {every:>8} {f'{first:.1f}→{last:.1f}':>17} "
+            f"  {name:<10} {floor:>21} {interval:>15} {every:>8} {f'{first:.1f}→{last:.1f}':>17} "
             f"{f['fds_growth']:>+6g} {f['threads_growth']:>+6g}"
         )
         grown = {k: d for k, d in f.get("fd_kinds_growth", {}).items() if d}

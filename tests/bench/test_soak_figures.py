@@ -95,6 +95,40 @@ def test_memory_swinging_with_batches_is_judged_on_its_floor() -> None:
     assert [f for f in leaking["failures"] if f.startswith("trainer RSS floor grows")]
 
 
+def steps(trend: Curve, seed: int) -> Curve:
+    """A policy agent's RSS: ``trend`` plus a level between 0 and 24 MiB drawn anew every 3
+    minutes and held (in an hour-long run one moved between 392 and 416 MiB this way)."""
+    rng = random.Random(seed)
+    levels = [rng.uniform(0.0, 24.0) for _ in range(40)]
+    return lambda t: trend(t) + levels[int(t // 180)]
+
+
+def test_a_floor_rising_within_its_noise_passes_and_one_told_from_no_growth_fails() -> None:
+    """Floors that scatter with the level of the moment have a slope that often exceeds the
+    goal with no growth at all; such a slope fails only when its 95% interval excludes zero."""
+
+    def failed(fits: dict[str, Any]) -> bool:
+        return any(f.startswith("trainer RSS floor grows") for f in fits["failures"])
+
+    flat = [judge(run(trainer=steps(lambda t: 400.0, seed)), WARMUP_S) for seed in range(40)]
+    slopes = [f["processes"]["trainer"]["rss_floor_mib_per_10min"] for f in flat]
+    # the slope alone (the rule before) fails 11 of these 40 (seeded, so the counts are exact);
+    # the interval's false alarms are about its 5%
+    assert sum(s > RSS_SLOPE_MIB for s in slopes) == 11
+    assert sum(failed(fits) for fits in flat) == 2
+    for rate, caught in ((5.0, 39), (3.0, 28)):  # MiB per 10 min, and how many of 40 fail
+        rising = [
+            judge(run(trainer=steps(lambda t, r=rate: 400.0 + r * t / 600, seed)), WARMUP_S)
+            for seed in range(40)
+        ]
+        assert sum(failed(fits) for fits in rising) == caught
+    # where the floor is steady (the server's, ±0.3 MiB), 1.5 MiB per 10 min is told at once
+    server = judge(run(rss=lambda t: 300.0 + 1.5 * t / 600), WARMUP_S)
+    low, high = server["processes"]["server"]["rss_floor_interval"]
+    assert 1.0 < low < 1.5 < high < 2.0
+    assert [f for f in server["failures"] if f.startswith("server RSS floor grows +1.5")]
+
+
 def test_a_leaked_descriptor_or_thread_every_5_minutes_fails() -> None:
     fits = judge(run(fds=lambda t: 20 + t // 300, threads=lambda t: 8 + t // 300), WARMUP_S)
     assert [f for f in fits["failures"] if f.startswith("server fds grew")]
