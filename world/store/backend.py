@@ -9,7 +9,7 @@ shape and order to ``MemoryBackend.dump``, so equal states hash equal whatever s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -235,6 +235,7 @@ def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
     """The world row (``StoreError`` when the world is not initialised). On PostgreSQL the
     clock is the latest tick logged (the row's ``tick`` is not kept there, ``regions``)."""
     conn = session.connection()
+    row: Mapping[Any, Any] | None
     if conn.dialect.name == "sqlite":
         found = (_META_LOCK if for_update else _META_READ).rows(conn, {})
         row = found[0] if found else None

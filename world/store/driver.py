@@ -16,14 +16,14 @@ The statement runs in whatever transaction ``conn`` is in: the caller begins it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column, Connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
 
 from world.store.errors import StoreError
 
@@ -79,7 +79,7 @@ class Statement:
     An INSERT or UPDATE is compiled for the keys of the parameters it is given (the columns it
     sets); a column left out takes its constant default (a callable default is refused)."""
 
-    def __init__(self, stmt: Executable, columns: Sequence[Column[Any]] = ()) -> None:
+    def __init__(self, stmt: ClauseElement, columns: Iterable[Column[Any]] = ()) -> None:
         self._stmt = stmt
         self._columns = tuple(columns)
         self._compiled: dict[tuple[str, frozenset[str]], _Compiled] = {}
@@ -140,7 +140,7 @@ class Statement:
         return _Compiled(compiled.string, named, tuple(binds), self._columns, names)
 
 
-def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> list[Any]:
+def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> Sequence[Any]:
     """Execute on ``conn``'s driver connection; returns the raw rows (empty when none)."""
     dialect = conn.dialect
     dbapi_connection = conn.connection.dbapi_connection
