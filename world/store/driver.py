@@ -38,7 +38,6 @@ class _Compiled:
     named: bool  # parameters go as a mapping (pyformat) rather than a sequence (qmark)
     binds: tuple[tuple[str, Processor, Any], ...]  # (name, bind processor, value if fixed)
     columns: tuple[Column[Any], ...]  # the rows' columns, for a SELECT
-    names: tuple[str, ...]
     # (column index, result processor); made at the first execution, from the types the
     # driver says it returned (PostgreSQL's numeric processors depend on the type's OID)
     processors: tuple[tuple[int, Callable[[Any], Any]], ...] | None = None
@@ -82,13 +81,12 @@ class Statement:
     def __init__(self, stmt: ClauseElement, columns: Iterable[Column[Any]] = ()) -> None:
         self._stmt = stmt
         self._columns = tuple(columns)
+        self._names = tuple(c.name for c in self._columns)
         self._compiled: dict[tuple[str, frozenset[str]], _Compiled] = {}
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The rows the statement returns, as dicts of column name to value."""
-        compiled = self._compile(conn.dialect, params)
-        raw = _run(conn, compiled, compiled.parameters(params), many=False)
-        return [dict(zip(compiled.names, compiled.values(r), strict=True)) for r in raw]
+        return [dict(zip(self._names, r, strict=True)) for r in self.lists(conn, params)]
 
     def lists(self, conn: Connection, params: Mapping[str, Any]) -> list[list[Any]]:
         """The rows the statement returns, as lists of values in the order of ``columns``
@@ -136,8 +134,7 @@ class Statement:
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             value = _GIVEN if name in keys else fixed.get(name, bind.effective_value)
             binds.append((name, process, value))
-        names = tuple(c.name for c in self._columns)
-        return _Compiled(compiled.string, named, tuple(binds), self._columns, names)
+        return _Compiled(compiled.string, named, tuple(binds), self._columns)
 
 
 def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> Sequence[Any]:
@@ -151,7 +148,7 @@ def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> S
             cursor.executemany(compiled.sql, params)
             return []
         cursor.execute(compiled.sql, params)
-        if not compiled.names:
+        if not compiled.columns:
             return []
         if compiled.processors is None:
             compiled.learn_types(dialect, cursor.description)
