@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
+import pytest
 from harness import Api, ServerProcess
 
 
@@ -67,3 +73,46 @@ def test_idle_episodes_are_abandoned(tmp_path: Path) -> None:
         assert ann.post("/v1/episodes", json={}).status_code == 201
     finally:
         server.stop()
+
+
+def test_each_job_keeps_one_thread_of_its_own_however_its_rounds_overlap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rounds of different jobs overlap (each sleeps longer than the others' intervals); every
+    round of a job runs in the same thread, and the process gains no thread after the first
+    rounds, however long it runs (a shared pool grew by one each time more rounds overlapped)."""
+    from server import background
+
+    seen: dict[str, set[str]] = {"reaper": set(), "heartbeat": set(), "forge": set()}
+
+    def work(job: str) -> Callable[..., None]:
+        def run(*args: object, **kwargs: object) -> None:
+            seen[job].add(threading.current_thread().name)
+            time.sleep(0.03)
+
+        return run
+
+    monkeypatch.setattr(background.episodes, "reap_idle", work("reaper"))
+    monkeypatch.setattr(background.episodes, "heartbeat", work("heartbeat"))
+    monkeypatch.setattr(background.forge, "run_cycle", work("forge"))
+    settings = SimpleNamespace(
+        episode_idle_timeout_s=1.0, heartbeat_s=0.01, forge_enabled=True, forge_interval_s=0.01
+    )
+
+    async def main() -> tuple[int, int]:
+        async with background.background_work(cast(Any, SimpleNamespace(settings=settings))):
+            await asyncio.sleep(0.6)  # every job has run at least once
+            first = threading.active_count()
+            await asyncio.sleep(1.5)
+            return first, threading.active_count()
+
+    before = threading.active_count()
+    first, last = asyncio.run(main())
+    assert {job: len(names) for job, names in seen.items()} == {
+        "reaper": 1,
+        "heartbeat": 1,
+        "forge": 1,
+    }
+    assert len(set().union(*seen.values())) == 3
+    assert first == last == before + 3
+    assert threading.active_count() == before  # shut down with the app
