@@ -7,7 +7,6 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server import episodes as service
@@ -103,10 +102,12 @@ def list_episodes(
         limit=limit,
         cursor=cursor,
     )
-    # One query loads the page's tasks into the session, so each episode's lookup is a hit.
-    session.scalars(select(TaskRow).where(TaskRow.id.in_({e.task_id for e in found.items}))).all()
+    # One query for the page's tasks. Held here: the session's identity map keeps only rows
+    # something references, so rows loaded and dropped were looked up again one by one.
+    tasks = records.tasks_by_id(session=session, task_ids=[e.task_id for e in found.items])
     return Page[EpisodeOut](
-        items=[_episode_out(session, e) for e in found.items], next_cursor=found.next_cursor
+        items=[_episode_out(session, e, tasks[e.task_id]) for e in found.items],
+        next_cursor=found.next_cursor,
     )
 
 
@@ -219,8 +220,8 @@ def expert_hint(episode_id: IdPath, runtime: RuntimeDep, caller: TrainerDep) -> 
     return service.expert(runtime, caller, episode_id)
 
 
-def _episode_out(session: SessionDep, episode: EpisodeRow) -> EpisodeOut:
-    task = records.get_task(session=session, task_id=episode.task_id)
+def _episode_out(session: Session, episode: EpisodeRow, task: TaskRow | None = None) -> EpisodeOut:
+    task = task or records.get_task(session=session, task_id=episode.task_id)
     assert task is not None
     return EpisodeOut(
         id=episode.id,

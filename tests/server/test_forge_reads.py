@@ -1,6 +1,7 @@
-"""What a forge cycle reads of the past stays bounded per task (#15): each live task's newest
-``per_task`` ended rollouts come from one walk down ``ix_episodes_task_newest``, through one
-statement built once, whatever the number of episodes the task has had."""
+"""What the server reads of the past stays bounded (#15): each live task's newest ``per_task``
+ended rollouts, for a forge cycle, come from one walk down ``ix_episodes_task_newest``, through
+one statement built once, whatever the number of episodes the task has had; a page of the
+episode listing reads its tasks in one statement, not one per episode."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from dbfixtures import fresh_database
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from migrations import upgrade_to_head
 from server import records as server_records
@@ -80,3 +81,22 @@ def test_the_walk_uses_the_task_index_on_sqlite(tmp_path: Path) -> None:
     details = " ".join(str(row[-1]) for row in plan)
     assert "ix_episodes_task_newest" in details and "TEMP B-TREE" not in details, details
     engine.dispose()
+
+
+def test_a_page_of_episodes_reads_its_tasks_in_one_statement(engine: Engine) -> None:
+    """40 episodes of 40 tasks: the page, its tasks, nothing per episode (the rows a first
+    query had loaded were dropped by the session's weak identity map and fetched again, one
+    statement per episode, which made the trainer's listings slow as the pool grew)."""
+    from server.routes.episodes import list_episodes
+
+    made = _episodes(engine, {f"t{i:02d}": ["succeeded"] for i in range(40)})
+    statements: list[str] = []
+    with session_factory(engine)() as session:
+        event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        page = list_episodes(
+            session, None, agent=None, task=None, family=None, status=None, from_tick=None,
+            to_tick=None, needs_votes=None, policy_version=None, limit=100, cursor=None,
+        )  # fmt: skip
+    assert [e.id for e in page.items] == sorted(i for ids in made.values() for i in ids)
+    assert {e.task.id for e in page.items} == set(made)
+    assert len(statements) <= 3, statements

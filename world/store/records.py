@@ -89,6 +89,14 @@ def get_task(*, session: Session, task_id: str) -> TaskRow | None:
     return session.get(TaskRow, task_id)
 
 
+def tasks_by_id(*, session: Session, task_ids: Sequence[str]) -> dict[str, TaskRow]:
+    """The rows of ``task_ids`` by id, one query per CHUNK ids."""
+    out: dict[str, TaskRow] = {}
+    for chunk in id_chunks(sorted(set(task_ids))):
+        out.update((r.id, r) for r in session.scalars(select(TaskRow).where(TaskRow.id.in_(chunk))))
+    return out
+
+
 def task_of(row: TaskRow) -> Task:
     """The task a pool row holds."""
     return Task.make(row.family, row.params)
