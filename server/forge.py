@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -117,16 +117,18 @@ def draw(
     row.draws += 1
     number = row.draws
     here = world.avatar(avatar).place
-    rows = records.pool_tasks(session=session, statuses=LIVE, family=family)
+    tasks = [
+        PoolTask(**values)
+        for values in records.pool_values(session=session, statuses=LIVE, family=family)
+    ]
     current = None
     if family is None and config.curriculum:  # the rung is the whole pool's, not just near
-        current = forge_pool.rung([_pool_task(r) for r in rows if r.family == "go_to"])
-    live = [r for r in rows if forge_pool.near(_pool_task(r), here)]
+        current = forge_pool.rung([t for t in tasks if t.family == "go_to"])
+    live = [t for t in tasks if forge_pool.near(t, here)]
     begun = records.episodes_begun(
-        session=session, task_ids=[r.id for r in live if r.status == "pending" or r.probe]
+        session=session, task_ids=[t.id for t in live if t.status == "pending" or t.probe]
     )
-    by_id = {r.id: r for r in live}
-    pool = [_pool_task(r, begun=begun.get(r.id, 0)) for r in live]
+    pool = [replace(t, begun=begun.get(t.id, 0)) for t in live]
     mode = forge_pool.draw_mode(
         config, seed=world.seed, draw=number, have_probes=any(t.probe for t in pool)
     )
@@ -137,7 +139,8 @@ def draw(
         for candidate in order[: config.draw_tries]:
             length = mutate.check(world, candidate.task, avatar, config.plan_budget)
             if length:  # None: no plan from here; 0: its goal already holds
-                found = by_id[candidate.id]
+                found = records.get_task(session=session, task_id=candidate.id)
+                assert found is not None  # read in this transaction
                 if found.difficulty is None:
                     found.difficulty = length
                 how = (

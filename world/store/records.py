@@ -9,11 +9,12 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select, update
+from sqlalchemy import Select, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -322,6 +323,33 @@ def pool_tasks(
     if family is not None:
         stmt = stmt.where(TaskRow.family == family)
     return list(session.scalars(stmt.order_by(TaskRow.id)))
+
+
+# What the draw at a begin reads of each pool task (the fields of ``forge.pool.PoolTask``).
+POOL_COLUMNS = (
+    "id", "family", "params", "status", "origin", "probe", "parent_id", "accuracy", "rollouts",
+    "difficulty", "created_tick",
+)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def _pool_read(statuses: tuple[str, ...], of_family: bool) -> Statement:
+    columns = [_TASKS.c[name] for name in POOL_COLUMNS]
+    stmt = select(*columns).where(or_(*(_TASKS.c.status == s for s in statuses)))
+    if of_family:
+        stmt = stmt.where(_TASKS.c.family == bindparam("family"))
+    return Statement(stmt.order_by(_TASKS.c.id), columns)
+
+
+def pool_values(
+    *, session: Session, statuses: Sequence[str], family: str | None = None
+) -> list[dict[str, Any]]:
+    """:func:`pool_tasks` as plain values (``POOL_COLUMNS``), read on the driver's cursor:
+    a begin reads the whole live pool, and building an ORM row for each task cost more than
+    the rest of the draw as the pool grew. Flushes the session first, as an ORM query would."""
+    session.flush()
+    read = _pool_read(tuple(statuses), family is not None)
+    return read.rows(session.connection(), {} if family is None else {"family": family})
 
 
 @dataclass(frozen=True)
