@@ -3,7 +3,8 @@
 #   make demo      the whole loop for ten minutes on the embedded default, then a report
 #   make serve     run the world server on the embedded default (SQLite in ./bigworld-data)
 #   make interop   install the interop extra (OpenEnv's client and server library) into .venv
-#   make test      ruff (lint and format), mypy on the packages, then the whole test suite
+#   make test      ruff (lint and format), mypy on the packages, then the fast tier of the tests
+#   make test-all  make test, then the slow tier (learning, crash under load, scale-out); CI runs it
 #   make bench     run the benchmarks in bench/
 #   make clean     remove the virtual environment and caches (never the world's data)
 
@@ -12,7 +13,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 INTEROP := $(VENV)/.interop
 
-.PHONY: install interop demo serve test bench clean
+.PHONY: install interop demo serve test test-all bench clean
 
 install: $(STAMP)
 
@@ -47,7 +48,12 @@ test: install interop
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto -m "not slow"
+
+# The slow tier runs one test at a time: its learning runs time themselves against the wall
+# clock and take every core they are given.
+test-all: test
+	$(VENV)/bin/pytest -q -m slow
 
 # The CPU benchmarks; bench/gpu_check.py needs a CUDA GPU and runs only where there is one.
 bench: install interop

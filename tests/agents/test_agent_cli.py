@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from live import live_server
 
 from agents.client import BigWorldClient
@@ -104,6 +105,7 @@ print(torch.get_num_threads(), runner.policy.version)
 """
 
 
+@pytest.mark.slow
 def test_threads_caps_torch_before_the_model_loads(tiny_models: dict[str, Path]) -> None:
     def threads(*extra: str) -> int:
         argv = ["agent", "run", "--role", "policy", "--backend", "transformers", "--token", "t"]

@@ -548,6 +548,7 @@ def test_async_client_live(server, agent):
 RESTART_AFTER_S = 6.0  # as long as a restart after kill -9 took in the probe of issue #15
 
 
+@pytest.mark.slow
 def test_plain_client_rides_out_a_crash_and_a_slow_restart(tmp_path):
     """kill -9 of the server while a client with the default retry policy steps, restarted
     only ~6 s later: no step raises, every index lands exactly once, and what the client was

@@ -46,6 +46,7 @@ def _until(condition, timeout: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 def test_agents_play_judge_survive_a_crash_and_switch_versions(
     tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:

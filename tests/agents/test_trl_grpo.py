@@ -58,6 +58,7 @@ def grpo(
     )
 
 
+@pytest.mark.slow
 def test_grpo_trains_on_world_episodes_under_the_versions_it_published(
     server: LiveServer,
     admin: BigWorldClient,
@@ -130,6 +131,7 @@ def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
         assert ids[-1] == eos and len(logprobs) == len(ids) and max(logprobs) <= 0.0
 
 
+@pytest.mark.slow
 def test_readme_trl_snippet_runs(
     server: LiveServer,
     admin: BigWorldClient,

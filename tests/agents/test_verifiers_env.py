@@ -40,6 +40,8 @@ import uvicorn  # noqa: E402
 from fastapi import Body, FastAPI  # noqa: E402
 from fastapi.responses import StreamingResponse  # noqa: E402
 
+pytestmark = pytest.mark.slow  # verifiers' own programs play whole episodes (some 90 s)
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # vf-eval and uv, installed with the extra
 # a local run: nothing pushed to a platform, the endpoint's key from OPENAI_API_KEY, no dashboard

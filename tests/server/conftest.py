@@ -1,7 +1,10 @@
-"""Fixtures for server tests: a real uvicorn server in a subprocess over a real database.
+"""Fixtures for server tests over a real database.
 
-``server`` is parametrised over SQLite (a file in a temp data dir) and PostgreSQL (a freshly
-created database, dropped afterwards; skipped when unreachable unless ``CI=true``).
+``database_url`` is parametrised over SQLite (a file in a temp data dir) and PostgreSQL (a
+freshly created database, dropped afterwards; skipped when unreachable unless ``CI=true``).
+``server`` serves the app in this process over an ASGI transport (``harness.AppServer``);
+``process`` runs ``bigworld serve`` under uvicorn in a subprocess, for the tests that need a
+real one (kill -9, other programs as clients, several processes).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, ServerProcess
+from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -21,7 +24,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture
-def server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+def server(database_url: str, tmp_path: Path) -> Iterator[AppServer]:
+    app = AppServer(database_url, tmp_path / "data").start()
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+@pytest.fixture
+def process(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(database_url, tmp_path / "data").start()
     try:
         yield proc
@@ -30,5 +42,5 @@ def server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def admin(server: ServerProcess) -> Api:
-    return Api(server.url, ADMIN_TOKEN)
+def admin(server: AppServer) -> Api:
+    return Api(server, ADMIN_TOKEN)

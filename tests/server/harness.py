@@ -1,4 +1,6 @@
-"""The server-test harness: a real ``bigworld serve`` in a subprocess, a small HTTP helper
+"""The server-test harness: the app served in-process (``AppServer``, an ASGI transport over a
+real database) or a real ``bigworld serve`` in a subprocess (``ServerProcess``, for what needs
+one: uvicorn itself, kill -9, several processes, clients in other programs), a small HTTP helper
 and a snapshot of the database's state (hash and row counts)."""
 
 from __future__ import annotations
@@ -9,16 +11,21 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from sqlalchemy import func, select
+from starlette import testclient
 
 # The server's and the forge's tables are on world.store's Base once their modules are loaded:
 # the row counts below are over every table of the schema.
 import forge.models  # noqa: F401
 import server.models  # noqa: F401
+from server.app import create_app
+from server.settings import Settings
 from world.state import World
 from world.store import SqlBackend, make_engine, session_factory
 from world.store.models import Base
@@ -26,6 +33,19 @@ from world.store.models import Base
 REPO = Path(__file__).resolve().parents[2]
 # Public, so only for tests; strong enough for the server's 128-bit floor (auth.token_bits).
 ADMIN_TOKEN = "bw_test_RamoG_EU7dWcbVM_RP196RRkQpTpVULc8beB39Z7WnY"
+# The forge's background cycle (storms, drift) would change the world under tests that compare
+# states; a test that wants it passes BIGWORLD_FORGE_INTERVAL_S itself.
+QUIET = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}
+
+
+class Server(Protocol):
+    """What a test needs of a running server, in-process or not."""
+
+    database_url: str
+    data_dir: Path
+    admin_token: str | None
+
+    def client(self, token: str | None = None) -> httpx.Client: ...
 
 
 def free_port() -> int:
@@ -60,14 +80,14 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=_bearer(token), timeout=60.0)
+
     def start(self, timeout: float = 60.0) -> ServerProcess:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
-        # The forge's background cycle (storms, drift) would change the world under tests that
-        # compare states; a test that wants it passes BIGWORLD_FORGE_INTERVAL_S itself.
-        quiet = {"BIGWORLD_FORGE_INTERVAL_S": "3600"}
         # The admin token travels in the environment: a command line is visible in ps.
         token = {"BIGWORLD_ADMIN_TOKEN": self.admin_token} if self.admin_token is not None else {}
-        env = {**inherited, "PYTHONPATH": str(REPO), **quiet, **token, **self.env}
+        env = {**inherited, "PYTHONPATH": str(REPO), **QUIET, **token, **self.env}
         cmd = [
             sys.executable,
             "-m",
@@ -117,20 +137,90 @@ class ServerProcess:
                 self.proc.wait(timeout=10)
 
 
-class Api:
-    """A bare httpx client with a token (tests look at raw statuses and bodies)."""
+class AppServer:
+    """The app of ``bigworld serve`` in this process, its lifespan (migrations, background
+    work) run as uvicorn would run it, requests passed to it over an ASGI transport: a server
+    test without a process to start. Takes the same arguments as :class:`ServerProcess`, the
+    ``BIGWORLD_*`` variables given as keywords (the test process's own are ignored)."""
 
-    def __init__(self, base_url: str, token: str | None = None) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=60.0)
+    def __init__(
+        self,
+        database_url: str,
+        data_dir: Path,
+        *,
+        admin_token: str | None = ADMIN_TOKEN,
+        **env: str,
+    ) -> None:
+        self.admin_token = admin_token
+        self.database_url = database_url
+        self.data_dir = data_dir
+        self.env = env
+        self._client: testclient.TestClient | None = None
+
+    def settings(self) -> Settings:
+        token = {"BIGWORLD_ADMIN_TOKEN": self.admin_token} if self.admin_token is not None else {}
+        env = {**QUIET, **token, **self.env}
+        with _environment(env):
+            return Settings(data_dir=self.data_dir, database_url=self.database_url)
+
+    def start(self) -> AppServer:
+        app = create_app(self.settings())
+        self._client = testclient.TestClient(app, raise_server_exceptions=False)
+        self._client.__enter__()
+        return self
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.__exit__(None, None, None)
+            self._client = None
+
+    def restart(self) -> AppServer:
+        self.stop()
+        return self.start()
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        assert self._client is not None, "start() the server first"
+        # Starlette's test transport speaks the httpx it imported (httpx2 where installed).
+        return testclient.httpx.Client(
+            transport=self._client._transport,
+            base_url=self._client.base_url,
+            headers=_bearer(token),
+            timeout=60.0,
+        )
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``env`` as its only ``BIGWORLD_*`` variables, for the span."""
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("BIGWORLD_")]:
+        del os.environ[key]
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _bearer(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class Api:
+    """A bare httpx client of a server with a token (tests look at raw statuses and bodies)."""
+
+    def __init__(self, server: Server, token: str | None = None) -> None:
+        self.server = server
+        self.http = server.client(token)
 
     def agent(self, name: str, role: str = "policy") -> Api:
-        reply = Api(str(self.http.base_url), ADMIN_TOKEN).http.post(
+        reply = Api(self.server, ADMIN_TOKEN).http.post(
             "/v1/agents", json={"name": name, "role": role}
         )
         assert reply.status_code == 201, reply.text
         body = reply.json()
-        api = Api(str(self.http.base_url), body["token"])
+        api = Api(self.server, body["token"])
         api.id = body["id"]  # type: ignore[attr-defined]
         return api
 

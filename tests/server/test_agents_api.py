@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import ADMIN_TOKEN, Api, ServerProcess, db_state
+from harness import ADMIN_TOKEN, Api, AppServer, db_state
 
 RECORD = {"policy_version": "7", "prompt": "P" * 3000, "completion": "look\n\\boxed{1}"}
 
@@ -25,8 +25,8 @@ def _step(api: Api, episode: int, index: int, action: str, **record: object) -> 
     return reply.json()
 
 
-def test_steps_keep_prompt_completion_and_version(server: ServerProcess) -> None:
-    ann = Api(server.url).agent("ann")
+def test_steps_keep_prompt_completion_and_version(server: AppServer) -> None:
+    ann = Api(server).agent("ann")
     start = _begin(ann)
     _step(ann, start["episode_id"], 1, "look", **RECORD)
     _step(ann, start["episode_id"], 2, "look", parse_failed=True, completion="no box")
@@ -40,8 +40,8 @@ def test_steps_keep_prompt_completion_and_version(server: ServerProcess) -> None
     assert isinstance(ann.get(f"/v1/episodes/{start['episode_id']}").json()["distance"], int)
 
 
-def test_oversized_prompt_is_refused_and_changes_nothing(server: ServerProcess) -> None:
-    ann = Api(server.url).agent("ann")
+def test_oversized_prompt_is_refused_and_changes_nothing(server: AppServer) -> None:
+    ann = Api(server).agent("ann")
     start = _begin(ann)
     before = db_state(server.database_url)
     reply = ann.post(
@@ -52,9 +52,9 @@ def test_oversized_prompt_is_refused_and_changes_nothing(server: ServerProcess) 
     assert db_state(server.database_url) == before
 
 
-def test_judgment_votes_fill_each_slot_once(server: ServerProcess) -> None:
-    ann = Api(server.url).agent("ann")
-    judge = Api(server.url).agent("rex", "reward")
+def test_judgment_votes_fill_each_slot_once(server: AppServer) -> None:
+    ann = Api(server).agent("ann")
+    judge = Api(server).agent("rex", "reward")
     start = _begin(ann)
     episode = start["episode_id"]
     _step(ann, episode, 1, "look")
@@ -81,13 +81,13 @@ def test_judgment_votes_fill_each_slot_once(server: ServerProcess) -> None:
     assert bad.status_code == 422
 
 
-def test_a_reward_agent_fills_at_most_m_votes_of_an_ended_step(server: ServerProcess) -> None:
+def test_a_reward_agent_fills_at_most_m_votes_of_an_ended_step(server: AppServer) -> None:
     """The server takes m = votes_per_step (3) votes per step: one agent's 64 votes for a step
     are refused whole, and an open episode is not judged; neither changes anything."""
-    ann = Api(server.url).agent("ann")
+    ann = Api(server).agent("ann")
     greedy, honest = (
-        Api(server.url).agent("greedy", "reward"),
-        Api(server.url).agent("rex", "reward"),
+        Api(server).agent("greedy", "reward"),
+        Api(server).agent("rex", "reward"),
     )
     episode = _begin(ann)["episode_id"]
     _step(ann, episode, 1, "look")
@@ -117,16 +117,16 @@ def test_a_reward_agent_fills_at_most_m_votes_of_an_ended_step(server: ServerPro
     assert sorted(j["vote"] for j in stored) == [0, 1, 2]
 
 
-def test_open_episodes_never_need_votes(server: ServerProcess) -> None:
-    ann = Api(server.url).agent("ann")
+def test_open_episodes_never_need_votes(server: AppServer) -> None:
+    ann = Api(server).agent("ann")
     start = _begin(ann)
     _step(ann, start["episode_id"], 1, "look")
     assert ann.get("/v1/episodes", params={"needs_votes": 1}).json()["items"] == []
 
 
-def test_policy_registry_versions_count_per_kind(server: ServerProcess) -> None:
-    trainer = Api(server.url).agent("tia", "trainer")
-    ann = Api(server.url).agent("ann")
+def test_policy_registry_versions_count_per_kind(server: AppServer) -> None:
+    trainer = Api(server).agent("tia", "trainer")
+    ann = Api(server).agent("ann")
     assert ann.post("/v1/policies", json={"kind": "policy", "path": "/x"}).status_code == 403
     assert ann.get("/v1/policies/latest", params={"kind": "policy"}).status_code == 404
     one = trainer.post(
@@ -145,13 +145,13 @@ def test_policy_registry_versions_count_per_kind(server: ServerProcess) -> None:
     first = ann.get("/v1/policies", params={"kind": "policy", "limit": 1}).json()
     rest = ann.get("/v1/policies", params={"kind": "policy", "cursor": first["next_cursor"]}).json()
     assert [p["version"] for p in first["items"] + rest["items"]] == [1, 2]
-    admin = Api(server.url, ADMIN_TOKEN)
+    admin = Api(server, ADMIN_TOKEN)
     assert admin.post("/v1/policies", json={"kind": "judge", "path": "/x"}).status_code == 422
 
 
-def test_expert_hints_solve_an_episode_and_are_recorded(server: ServerProcess) -> None:
-    ann = Api(server.url).agent("ann")
-    trainer = Api(server.url).agent("tia", "trainer")
+def test_expert_hints_solve_an_episode_and_are_recorded(server: AppServer) -> None:
+    ann = Api(server).agent("ann")
+    trainer = Api(server).agent("tia", "trainer")
     start = _begin(ann)
     episode = start["episode_id"]
     assert ann.get(f"/v1/episodes/{episode}/expert").status_code == 403
@@ -174,12 +174,12 @@ def test_expert_hints_solve_an_episode_and_are_recorded(server: ServerProcess) -
 
 
 def test_recorded_distance_falls_to_zero_along_the_oracle_plan(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", BIGWORLD_RECORD_DISTANCE="true"
     ).start()
     try:
-        ann = Api(proc.url).agent("ann")
-        trainer = Api(proc.url).agent("tia", "trainer")
+        ann = Api(proc).agent("ann")
+        trainer = Api(proc).agent("tia", "trainer")
         episode = _begin(ann)["episode_id"]
         for index in range(1, 60):
             action = trainer.get(f"/v1/episodes/{episode}/expert").json()["action"]
@@ -194,6 +194,6 @@ def test_recorded_distance_falls_to_zero_along_the_oracle_plan(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("route", ["/v1/episodes", "/v1/events", "/v1/policies"])
-def test_id_cursors_must_be_numbers(server: ServerProcess, route: str) -> None:
-    reply = Api(server.url).agent("ann").get(route, params={"cursor": "abc"})
+def test_id_cursors_must_be_numbers(server: AppServer, route: str) -> None:
+    reply = Api(server).agent("ann").get(route, params={"cursor": "abc"})
     assert reply.status_code == 422 and reply.json()["error"]["code"]

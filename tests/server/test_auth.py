@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import ADMIN_TOKEN, Api, ServerProcess
+import pytest
+from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess
 from sqlalchemy import select
 
 from server.models import AgentRow
@@ -46,7 +47,7 @@ def _refused_within(request: Callable[[], int], bound_s: float) -> float:
 
 
 def test_a_revoked_token_is_refused_and_the_admin_is_rotated_not_revoked(
-    server: ServerProcess, admin: Api
+    server: AppServer, admin: Api
 ) -> None:
     ann = admin.agent("ann")
     assert ann.get("/v1/world").status_code == 200
@@ -71,6 +72,7 @@ def test_a_revoked_token_is_refused_and_the_admin_is_rotated_not_revoked(
     assert watcher.get("/v1/world").status_code == 200
 
 
+@pytest.mark.slow
 def test_revocation_and_rotation_reach_every_process(database_url: str, tmp_path: Path) -> None:
     """Two servers over one database, both having just trusted a token: revoked through one,
     the other refuses it within auth_cache_s; a third started with a new admin token makes
@@ -80,18 +82,18 @@ def test_revocation_and_rotation_reach_every_process(database_url: str, tmp_path
     third = None
     try:
         second.start()
-        ann = Api(first.url).agent("ann")
+        ann = Api(first).agent("ann")
         token = ann.http.headers["Authorization"]
-        on_second = Api(second.url)
+        on_second = Api(second)
         on_second.http.headers["Authorization"] = token
         assert ann.get("/v1/world").status_code == 200
         assert on_second.get("/v1/world").status_code == 200  # now trusted there too
 
-        assert Api(first.url, ADMIN_TOKEN).delete(f"/v1/agents/{ann.id}").status_code == 200
+        assert Api(first, ADMIN_TOKEN).delete(f"/v1/agents/{ann.id}").status_code == 200
         waited = _refused_within(_world(on_second), CACHE_S + SLACK_S)
         print(f"revoked token refused by the other process after {waited:.2f} s")
 
-        old = [Api(s.url, ADMIN_TOKEN) for s in (first, second)]
+        old = [Api(s, ADMIN_TOKEN) for s in (first, second)]
         assert all(api.get("/v1/world").status_code == 200 for api in old)
         new_token = secrets.token_urlsafe(32)
         third = ServerProcess(database_url, tmp_path / "c", admin_token=new_token).start()
@@ -101,7 +103,7 @@ def test_revocation_and_rotation_reach_every_process(database_url: str, tmp_path
         made = old[0].post("/v1/agents", json={"name": "bob", "role": "observer"})
         assert made.status_code == 401
         assert (
-            Api(first.url, new_token)
+            Api(first, new_token)
             .post("/v1/agents", json={"name": "bob", "role": "observer"})
             .status_code
             == 201
@@ -112,21 +114,21 @@ def test_revocation_and_rotation_reach_every_process(database_url: str, tmp_path
                 proc.stop()
 
 
-def test_401s_carry_the_bearer_challenge(server: ServerProcess) -> None:
-    bare = Api(server.url).get("/v1/world")
+def test_401s_carry_the_bearer_challenge(server: AppServer) -> None:
+    bare = Api(server).get("/v1/world")
     assert bare.status_code == 401 and bare.headers["www-authenticate"] == "Bearer"
-    wrong = Api(server.url).get("/v1/world", headers={"Authorization": "Basic abc"})
+    wrong = Api(server).get("/v1/world", headers={"Authorization": "Basic abc"})
     assert wrong.status_code == 401
     assert wrong.headers["www-authenticate"] == 'Bearer error="invalid_token"'
 
 
 def test_failed_authentications_are_throttled_per_address(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", BIGWORLD_AUTH_FAILURES_PER_MIN="5"
     ).start()
     try:
-        admin = Api(proc.url, ADMIN_TOKEN)
-        guesser = Api(proc.url, "bw_guess")
+        admin = Api(proc, ADMIN_TOKEN)
+        guesser = Api(proc, "bw_guess")
         assert [guesser.get("/v1/world").status_code for _ in range(5)] == [401] * 5
         throttled = guesser.get("/v1/world")
         assert throttled.status_code == 429
@@ -135,6 +137,6 @@ def test_failed_authentications_are_throttled_per_address(tmp_path: Path) -> Non
         # The whole address waits, a valid token included: else a guess that is right would
         # still be told so, and the guessing would go on unhindered.
         assert admin.get("/v1/world").status_code == 429
-        assert Api(proc.url).get("/v1/world").status_code == 401  # no token: not a guess
+        assert Api(proc).get("/v1/world").status_code == 401  # no token: not a guess
     finally:
         proc.stop()

@@ -12,14 +12,14 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from harness import Api, ServerProcess
+from harness import Api, AppServer
 
 
 def test_heartbeat_ticks_are_logged_and_replayable(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'w.db'}"
-    server = ServerProcess(url, tmp_path / "data", BIGWORLD_HEARTBEAT_S="0.05").start()
+    server = AppServer(url, tmp_path / "data", BIGWORLD_HEARTBEAT_S="0.05").start()
     try:
-        ann = Api(server.url).agent("ann")
+        ann = Api(server).agent("ann")
         time.sleep(0.6)
         episode = ann.post("/v1/episodes", json={}).json()["episode_id"]
         step = ann.post(f"/v1/episodes/{episode}/steps", json={"step": 1, "action": "wait"}).json()
@@ -56,11 +56,11 @@ def _check_replay(url: str) -> None:
 
 
 def test_idle_episodes_are_abandoned(tmp_path: Path) -> None:
-    server = ServerProcess(
+    server = AppServer(
         f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", BIGWORLD_EPISODE_IDLE_TIMEOUT_S="1"
     ).start()
     try:
-        ann = Api(server.url).agent("ann")
+        ann = Api(server).agent("ann")
         episode = ann.post("/v1/episodes", json={}).json()["episode_id"]
         deadline = time.monotonic() + 10
         while ann.get(f"/v1/episodes/{episode}").json()["status"] == "open":

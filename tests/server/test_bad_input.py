@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import ADMIN_TOKEN, Api, ServerProcess, db_state
+from harness import ADMIN_TOKEN, Api, AppServer, db_state
 
 
 def _chunks(total: int) -> Callable[[], object]:
@@ -22,7 +22,7 @@ def _chunks(total: int) -> Callable[[], object]:
     return body
 
 
-def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admin: Api) -> None:
+def test_bad_requests_are_refused_and_change_nothing(server: AppServer, admin: Api) -> None:
     ann, cy, watcher = admin.agent("ann"), admin.agent("cy"), admin.agent("watch", "observer")
     judge, coach = admin.agent("judge", "reward"), admin.agent("coach", "trainer")
     episode = ann.post("/v1/episodes", json={}).json()["episode_id"]
@@ -31,7 +31,7 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
         == 200
     )
     steps = f"/v1/episodes/{episode}/steps"
-    anonymous, forged = Api(server.url), Api(server.url, "bw_forged")
+    anonymous, forged = Api(server), Api(server, "bw_forged")
     json_headers = {"Content-Type": "application/json"}
 
     cases: list[tuple[str, int, Callable[[], httpx.Response]]] = [
@@ -123,21 +123,21 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
         (
             "duplicate agent",
             409,
-            lambda: Api(server.url, ADMIN_TOKEN).post(
+            lambda: Api(server, ADMIN_TOKEN).post(
                 "/v1/agents", json={"name": "ann", "role": "policy"}
             ),
         ),
         (
             "bad agent name",
             422,
-            lambda: Api(server.url, ADMIN_TOKEN).post(
+            lambda: Api(server, ADMIN_TOKEN).post(
                 "/v1/agents", json={"name": "A B", "role": "policy"}
             ),
         ),
         (
             "bad role",
             422,
-            lambda: Api(server.url, ADMIN_TOKEN).post(
+            lambda: Api(server, ADMIN_TOKEN).post(
                 "/v1/agents", json={"name": "zed", "role": "god"}
             ),
         ),
@@ -221,9 +221,7 @@ def test_bad_requests_are_refused_and_change_nothing(server: ServerProcess, admi
     assert ann.post(steps, json={"step": 2, "action": "look"}).status_code == 200
 
 
-def test_ids_cursors_and_ticks_beyond_a_bigint_are_refused(
-    server: ServerProcess, admin: Api
-) -> None:
+def test_ids_cursors_and_ticks_beyond_a_bigint_are_refused(server: AppServer, admin: Api) -> None:
     """A 20-digit cursor was a 500 on SQLite (OverflowError) that dropped the kept-alive
     connection; past 2**63 - 1 every id, cursor and tick is a 422 before any query."""
     watcher = admin.agent("watch", "observer")
@@ -251,14 +249,14 @@ def test_ids_cursors_and_ticks_beyond_a_bigint_are_refused(
 
 
 def test_rate_limit_per_token(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'w.db'}",
         tmp_path / "data",
         BIGWORLD_RATE_LIMIT_PER_S="0.5",
         BIGWORLD_RATE_LIMIT_BURST="3",
     ).start()
     try:
-        watcher = Api(proc.url).agent("watch", "observer")  # the admin's bucket pays for this
+        watcher = Api(proc).agent("watch", "observer")  # the admin's bucket pays for this
         statuses = [watcher.get("/v1/world").status_code for _ in range(4)]
         assert statuses == [200, 200, 200, 429]
         limited = watcher.get("/v1/world")
@@ -266,18 +264,18 @@ def test_rate_limit_per_token(tmp_path: Path) -> None:
             limited.json()["error"]["code"] == "rate_limited"
             and int(limited.headers["Retry-After"]) >= 1
         )
-        assert Api(proc.url).agent("other", "observer").get("/v1/world").status_code == 200
+        assert Api(proc).agent("other", "observer").get("/v1/world").status_code == 200
     finally:
         proc.stop()
 
 
 def test_a_low_rate_limits_from_the_first_second(tmp_path: Path) -> None:
     """``--rate-limit 5`` with no burst set limited nothing: the burst was fixed at 10,000."""
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", BIGWORLD_RATE_LIMIT_PER_S="5"
     ).start()
     try:
-        watcher = Api(proc.url).agent("watch", "observer")
+        watcher = Api(proc).agent("watch", "observer")
         started = time.monotonic()
         statuses = [watcher.get("/v1/world").status_code for _ in range(12)]
         refilled = int((time.monotonic() - started) * 5) + 1
@@ -287,8 +285,8 @@ def test_a_low_rate_limits_from_the_first_second(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
-def test_open_routes_need_no_token(server: ServerProcess, path: str) -> None:
-    reply = httpx.get(server.url + path)
+def test_open_routes_need_no_token(server: AppServer, path: str) -> None:
+    reply = Api(server).get(path)
     assert reply.status_code == 200
     if path == "/metrics":
         assert (

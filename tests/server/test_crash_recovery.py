@@ -40,14 +40,12 @@ def _shared_commits(url: str) -> tuple[int, int]:
 def test_kill_9_mid_load_loses_and_duplicates_nothing(database_url: str, tmp_path: Path) -> None:
     server = ServerProcess(database_url, tmp_path / "data").start()
     try:
-        admin = Api(server.url)
+        admin = Api(server)
         tokens = [admin.agent(f"walker{i}") for i in range(CLIENTS)]
         acks: list[Ack] = []
         stop, phase = threading.Event(), [0]
         walkers = [
-            Walker(
-                server.url, str(api.http.headers["Authorization"]).split()[1], i, acks, stop, phase
-            )
+            Walker(server, str(api.http.headers["Authorization"]).split()[1], i, acks, stop, phase)
             for i, api in enumerate(tokens)
         ]
         for walker in walkers:

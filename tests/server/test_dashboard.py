@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ADMIN_TOKEN, Api, ServerProcess
+from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess
 from sqlalchemy import select
 
 from world.entities import region_of
@@ -79,7 +79,7 @@ def stored_regions(database_url: str) -> dict[tuple[int, int], dict[str, Any]]:
     return out
 
 
-def test_regions_count_what_each_region_holds(server: ServerProcess, admin: Api) -> None:
+def test_regions_count_what_each_region_holds(server: AppServer, admin: Api) -> None:
     rng = random.Random(3)
     for name in ("ann", "bob"):
         play(admin.agent(name), 25, rng)
@@ -110,7 +110,7 @@ def test_regions_count_what_each_region_holds(server: ServerProcess, admin: Api)
         reply = watcher.get("/v1/regions", params=bad)
         assert reply.status_code == 422, (bad, reply.text)
         assert reply.json()["error"]["code"]
-    assert Api(server.url).get("/v1/regions").status_code == 401
+    assert Api(server).get("/v1/regions").status_code == 401
 
 
 # -- the page in a browser ------------------------------------------------------------------
@@ -198,7 +198,7 @@ def lively(tmp_path: Path) -> Iterator[ServerProcess]:
         BIGWORLD_STEP_BUDGET="12",
     ).start()
     try:
-        admin = Api(proc.url, ADMIN_TOKEN)
+        admin = Api(proc, ADMIN_TOKEN)
         rng = random.Random(7)
         for name in ("ann", "bob"):
             play(admin.agent(name), 30, rng)
@@ -210,7 +210,7 @@ def lively(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_page_shows_the_world_and_refuses_a_bad_token(
     chromium: str, lively: ServerProcess, tmp_path: Path
 ) -> None:
-    admin = Api(lively.url, ADMIN_TOKEN)
+    admin = Api(lively, ADMIN_TOKEN)
     watcher = admin.agent("watcher", "observer")
     token = watcher.http.headers["Authorization"].removeprefix("Bearer ")
     world = watcher.get("/v1/world").json()
@@ -218,12 +218,12 @@ def test_page_shows_the_world_and_refuses_a_bad_token(
     episodes = all_pages(watcher, "/v1/episodes")
     events = all_pages(watcher, "/v1/events")
 
-    page = Api(lively.url).get("/")  # static: no token needed
+    page = Api(lively).get("/")  # static: no token needed
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    assert Api(lively.url).get("/static/dashboard.js").status_code == 200
-    assert Api(lively.url).get("/static/missing.js").status_code == 404
-    assert Api(lively.url).get("/static/..%2Fapp.py").status_code in (404, 422)
+    assert Api(lively).get("/static/dashboard.js").status_code == 200
+    assert Api(lively).get("/static/missing.js").status_code == 404
+    assert Api(lively).get("/static/..%2Fapp.py").status_code in (404, 422)
 
     dom = Dom(browse(chromium, f"{lively.url}/#token={token}", tmp_path / "profile"))
     (body,) = [a for tag, a, _ in dom.elements if tag == "body"]
@@ -310,7 +310,7 @@ def test_sections_degrade_one_by_one(chromium: str, tmp_path: Path) -> None:
         BIGWORLD_FORGE_ENABLED="false",
     ).start()
     try:
-        watcher = Api(proc.url, ADMIN_TOKEN).agent("watcher", "observer")
+        watcher = Api(proc, ADMIN_TOKEN).agent("watcher", "observer")
         token = watcher.http.headers["Authorization"].removeprefix("Bearer ")
         dom = Dom(browse(chromium, f"{proc.url}/#token={token}", tmp_path / "profile"))
     finally:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-import httpx
-from harness import Api, ServerProcess, db_state
+from harness import Api, AppServer, db_state
 
 
 def _begin(api: Api) -> dict:
@@ -14,7 +13,7 @@ def _begin(api: Api) -> dict:
     return reply.json()
 
 
-def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> None:
+def test_begin_step_replay_and_abandon(server: AppServer, admin: Api) -> None:
     ann = admin.agent("ann")
     start = _begin(ann)
     assert "\n\nYour task is to: " + start["task"]["text"] in start["observation"]
@@ -72,9 +71,9 @@ def test_begin_step_replay_and_abandon(server: ServerProcess, admin: Api) -> Non
 
 
 def test_step_budget_ends_with_outcome_minus_one(tmp_path, database_url: str) -> None:
-    proc = ServerProcess(database_url, tmp_path / "data", BIGWORLD_STEP_BUDGET="3").start()
+    proc = AppServer(database_url, tmp_path / "data", BIGWORLD_STEP_BUDGET="3").start()
     try:
-        bob = Api(proc.url).agent("bob")
+        bob = Api(proc).agent("bob")
         episode = _begin(bob)["episode_id"]
         answers = [
             bob.post(f"/v1/episodes/{episode}/steps", json={"step": i, "action": "wait"}).json()
@@ -88,7 +87,7 @@ def test_step_budget_ends_with_outcome_minus_one(tmp_path, database_url: str) ->
 
 
 def test_other_agents_episode_is_forbidden_and_roles_enforced(
-    server: ServerProcess, admin: Api
+    server: AppServer, admin: Api
 ) -> None:
     ann, cy = admin.agent("ann"), admin.agent("cy")
     judge, watcher = admin.agent("judge", "reward"), admin.agent("watch", "observer")
@@ -131,7 +130,7 @@ def test_other_agents_episode_is_forbidden_and_roles_enforced(
     assert detail["judgments"][0]["completion_ids"] == [11, 12]
 
 
-def test_lists_page_with_cursors_and_filters(server: ServerProcess, admin: Api) -> None:
+def test_lists_page_with_cursors_and_filters(server: AppServer, admin: Api) -> None:
     ann = admin.agent("ann")
     episode = _begin(ann)["episode_id"]
     for i in range(1, 4):
@@ -162,7 +161,7 @@ def test_lists_page_with_cursors_and_filters(server: ServerProcess, admin: Api) 
     assert [t["id"] for t in ann.get("/v1/tasks").json()["items"]] == [task]
 
 
-def test_time_travel_reads_past_states(server: ServerProcess, admin: Api) -> None:
+def test_time_travel_reads_past_states(server: AppServer, admin: Api) -> None:
     ann = admin.agent("ann")
     assert ann.get("/v1/things/1", params={"at_tick": 0}).json()["id"] == 1
     assert ann.get("/v1/places/0,0:0", params={"at_tick": 0}).json()["id"] == "0,0:0"
@@ -173,18 +172,18 @@ def test_time_travel_reads_past_states(server: ServerProcess, admin: Api) -> Non
     assert world["avatars"] == 1 and world["tick"] == 0 and world["things"] > 0
 
 
-def _request_seconds(server: ServerProcess, route: str) -> tuple[float, int]:
+def _request_seconds(server: AppServer, route: str) -> tuple[float, int]:
     """``bigworld_request_seconds`` (sum, count) of ``POST route`` from /metrics."""
     found = {"sum": 0.0, "count": 0}
     labels = f'{{method="POST",route="{route}"}}'
-    for line in httpx.get(server.url + "/metrics").text.splitlines():
+    for line in Api(server).get("/metrics").text.splitlines():
         for part in found:
             if line.startswith(f"bigworld_request_seconds_{part}{labels} "):
                 found[part] = float(line.split()[-1])
     return found["sum"], int(found["count"])
 
 
-def test_metrics_time_requests_by_route(server: ServerProcess, admin: Api) -> None:
+def test_metrics_time_requests_by_route(server: AppServer, admin: Api) -> None:
     """Each answered request adds its duration under its route template, not its path."""
     route = "/v1/episodes/{episode_id}/steps"
     ivy = admin.agent("ivy")

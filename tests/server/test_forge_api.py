@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN_TOKEN, Api, ServerProcess
+from harness import ADMIN_TOKEN, Api, AppServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forge"))  # tests/ is no package
 from fake_openai import FakeOpenAI  # noqa: E402
@@ -28,8 +28,8 @@ NO_WORLD_EVENTS = {
 
 
 @pytest.fixture
-def quiet(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(database_url, tmp_path / "data", **QUIET).start()
+def quiet(database_url: str, tmp_path: Path) -> Iterator[AppServer]:
+    proc = AppServer(database_url, tmp_path / "data", **QUIET).start()
     try:
         yield proc
     finally:
@@ -71,8 +71,8 @@ def _draws(admin: Api) -> list[str]:
     return [e["payload"]["draw"] for e in events["items"]]
 
 
-def test_begins_draw_pool_tasks_that_repeat_and_probes_every_kth(quiet: ServerProcess) -> None:
-    admin = Api(quiet.url, ADMIN_TOKEN)
+def test_begins_draw_pool_tasks_that_repeat_and_probes_every_kth(quiet: AppServer) -> None:
+    admin = Api(quiet, ADMIN_TOKEN)
     _configure(admin, probe_every=3, fresh_probability=0.0, probes_per_family=1)
     ann = admin.agent("ann")
     drawn = []
@@ -97,8 +97,8 @@ def test_begins_draw_pool_tasks_that_repeat_and_probes_every_kth(quiet: ServerPr
     assert _begin(ann, family=fam)["task"]["family"] == fam
 
 
-def test_routes_roles_and_config_validation(quiet: ServerProcess) -> None:
-    admin = Api(quiet.url, ADMIN_TOKEN)
+def test_routes_roles_and_config_validation(quiet: AppServer) -> None:
+    admin = Api(quiet, ADMIN_TOKEN)
     ann, watcher = admin.agent("ann"), admin.agent("watcher", "observer")
     for method, path, body in (
         ("POST", "/v1/forge/cycle", None),
@@ -109,7 +109,7 @@ def test_routes_roles_and_config_validation(quiet: ServerProcess) -> None:
         for who in (ann, watcher):
             reply = who.request(method, path, json=body)
             assert reply.status_code == 403 and reply.json()["error"]["code"] == "forbidden"
-    assert Api(quiet.url).get("/v1/forge/decisions").status_code == 401
+    assert Api(quiet).get("/v1/forge/decisions").status_code == 401
     before = watcher.get("/v1/forge").json()
     assert before["paused"] is False and before["config"]["alpha_high"] == 0.8
     for bad in (
@@ -144,8 +144,8 @@ def test_routes_roles_and_config_validation(quiet: ServerProcess) -> None:
     assert pool == [drawn["task"]["id"]]  # the refused spec added nothing
 
 
-def test_a_cycle_after_scripted_episodes_adapts_the_pool(quiet: ServerProcess) -> None:
-    admin = Api(quiet.url, ADMIN_TOKEN)
+def test_a_cycle_after_scripted_episodes_adapts_the_pool(quiet: AppServer) -> None:
+    admin = Api(quiet, ADMIN_TOKEN)
     # One rollout measures a task; trials take one rollout; an easier variant that is always
     # solved is accepted (alpha_high 1.0); no probes, no fresh samples, no world events.
     _configure(
@@ -201,10 +201,10 @@ def test_a_cycle_after_scripted_episodes_adapts_the_pool(quiet: ServerProcess) -
 
 
 def test_paused_forge_makes_no_decisions_and_state_survives_a_restart(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", BIGWORLD_FORGE_INTERVAL_S="0.3"
     ).start()
-    admin = Api(proc.url, ADMIN_TOKEN)
+    admin = Api(proc, ADMIN_TOKEN)
     try:
         assert admin.post("/v1/forge/pause").json()["paused"] is True
         admin.agent("ann")  # her avatar materialises the origin's region, where storms hit
@@ -233,8 +233,8 @@ def test_paused_forge_makes_no_decisions_and_state_survives_a_restart(tmp_path: 
         proc.stop()
 
 
-def test_language_model_rewriter_over_http(quiet: ServerProcess) -> None:
-    admin = Api(quiet.url, ADMIN_TOKEN)
+def test_language_model_rewriter_over_http(quiet: AppServer) -> None:
+    admin = Api(quiet, ADMIN_TOKEN)
     _configure(admin, probes_per_family=0)
     ann = admin.agent("ann")
     start = _begin(ann, family="pick_and_place")
@@ -265,14 +265,14 @@ def test_language_model_rewriter_over_http(quiet: ServerProcess) -> None:
 
 
 def test_disabled_forge_runs_no_cycles_but_the_pool_still_repeats(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}",
         tmp_path / "data",
         BIGWORLD_FORGE_ENABLED="false",
         BIGWORLD_FORGE_INTERVAL_S="0.2",
     ).start()
     try:
-        admin = Api(proc.url, ADMIN_TOKEN)
+        admin = Api(proc, ADMIN_TOKEN)
         assert admin.get("/v1/forge").json()["enabled"] is False
         reply = admin.post("/v1/forge/cycle")
         assert reply.status_code == 409 and reply.json()["error"]["code"] == "forge_disabled"
@@ -298,9 +298,9 @@ def _step(api: Api, episode: int, index: int, action: str) -> dict:
 
 
 def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
-    quiet: ServerProcess,
+    quiet: AppServer,
 ) -> None:
-    admin = Api(quiet.url, ADMIN_TOKEN)
+    admin = Api(quiet, ADMIN_TOKEN)
     _configure(
         admin,
         window=4,
@@ -350,11 +350,11 @@ def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
 
 
 def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path) -> None:
-    proc = ServerProcess(
+    proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", **QUIET, BIGWORLD_GO_TO_HOPS="2"
     ).start()
     try:
-        admin = Api(proc.url, ADMIN_TOKEN)
+        admin = Api(proc, ADMIN_TOKEN)
         _configure(admin, fresh_probability=1.0, probe_every=0, **NO_WORLD_EVENTS)
         ann = admin.agent("ann")
         hops = []

@@ -246,11 +246,11 @@ def test_season_changes_follow_the_dynamics_versions():
 # -- the route on a live server --------------------------------------------------------------
 @pytest.fixture
 def live(database_url, tmp_path):
-    from harness import ServerProcess
+    from harness import AppServer
 
     # Distances on every step (for the reward model's step accuracy); no forge cycles, so the
     # only world change is the one this test records.
-    proc = ServerProcess(
+    proc = AppServer(
         database_url,
         tmp_path / "data",
         BIGWORLD_RECORD_DISTANCE="true",
@@ -331,7 +331,7 @@ def expected_reward_figures(episodes: list[dict]) -> tuple[int, int, float, floa
 
 
 def test_learning_route_on_a_played_history(live, database_url):
-    admin = Api(live.url, ADMIN_TOKEN)
+    admin = Api(live, ADMIN_TOKEN)
     policy, reward = admin.agent("learner"), admin.agent("critic", "reward")
     episodes = []
 
@@ -432,7 +432,7 @@ def test_learning_route_on_a_played_history(live, database_url):
 
 
 def test_learning_route_refuses_bad_input_and_serves_an_empty_world(live):
-    admin = Api(live.url, ADMIN_TOKEN)
+    admin = Api(live, ADMIN_TOKEN)
     empty = admin.get("/v1/metrics/learning").json()
     assert (empty["episodes"], empty["average_success"], empty["success_over_time"]) == (
         0,
@@ -449,4 +449,4 @@ def test_learning_route_refuses_bad_input_and_serves_an_empty_world(live):
     ):
         reply = admin.get("/v1/metrics/learning", params=params)
         assert reply.status_code == 422 and "error" in reply.json(), params
-    assert Api(live.url).get("/v1/metrics/learning").status_code == 401
+    assert Api(live).get("/v1/metrics/learning").status_code == 401

@@ -42,7 +42,7 @@ def _fuzz(server: ServerProcess, token: str, tmp: Path) -> subprocess.CompletedP
 
 
 def test_openapi_describes_every_route_with_models(server: ServerProcess) -> None:
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = Api(server).get("/openapi.json").json()
     for path in (
         "/v1/agents",
         "/v1/world",
@@ -79,7 +79,7 @@ def test_openapi_describes_every_route_with_models(server: ServerProcess) -> Non
 def test_every_integer_parameter_fits_a_bigint(server: ServerProcess) -> None:
     """Each integer path and query parameter declares bounds within 0..2**63 - 1, so a new
     route cannot pass an unbounded id or tick to the database (where SQLite overflows)."""
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = Api(server).get("/openapi.json").json()
     checked = 0
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
@@ -96,13 +96,11 @@ def test_every_integer_parameter_fits_a_bigint(server: ServerProcess) -> None:
 
 
 @pytest.mark.slow
-def test_schemathesis_finds_no_server_error(
-    server: ServerProcess, admin: Api, tmp_path: Path
-) -> None:
-    policy = admin.agent("fuzz")
+def test_schemathesis_finds_no_server_error(process: ServerProcess, tmp_path: Path) -> None:
+    policy = Api(process).agent("fuzz")
     begun = policy.post("/v1/episodes", json={})
     assert begun.status_code == 201
     for token in (str(policy.http.headers["Authorization"]).split()[1], ADMIN_TOKEN):
-        result = _fuzz(server, token, tmp_path)
+        result = _fuzz(process, token, tmp_path)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert httpx.get(server.url + "/readyz").status_code == 200
+    assert httpx.get(process.url + "/readyz").status_code == 200

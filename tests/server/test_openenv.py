@@ -298,6 +298,7 @@ def test_sockets_that_begin_no_episode_lose_their_slots(server: ServerProcess, a
     assert result.observation["step"] == 0  # the freed slot serves a new session
 
 
+@pytest.mark.slow
 def test_readme_openenv_snippet_runs(server: ServerProcess, admin: Api) -> None:
     readme = (REPO / "README.md").read_text()
     start = readme.index("## Train with TRL, verifiers or OpenEnv")

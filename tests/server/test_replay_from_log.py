@@ -6,18 +6,16 @@ from __future__ import annotations
 import threading
 import time
 
-from harness import Api, ServerProcess
+from harness import Api, AppServer
 from workload import Ack, Walker, check_history
 
 
-def test_replay_of_server_history_gives_live_hash(server: ServerProcess, admin: Api) -> None:
+def test_replay_of_server_history_gives_live_hash(server: AppServer, admin: Api) -> None:
     apis = [admin.agent(name) for name in ("ann", "bob", "cy")]
     acks: list[Ack] = []
     stop = threading.Event()
     walkers = [
-        Walker(
-            server.url, str(api.http.headers["Authorization"]).split()[1], 100 + i, acks, stop, [0]
-        )
+        Walker(server, str(api.http.headers["Authorization"]).split()[1], 100 + i, acks, stop, [0])
         for i, api in enumerate(apis)
     ]
     for walker in walkers:

@@ -56,7 +56,7 @@ def test_report_of_an_empty_world_then_of_a_short_history(live, database_url, tm
     text = report(database_url, tmp_path / "empty")
     assert "No episode has ended yet" in text and "| episodes | 0 (none) |" in text
 
-    admin = Api(live.url, ADMIN_TOKEN)
+    admin = Api(live, ADMIN_TOKEN)
     policy, reward = admin.agent("player"), admin.agent("judge", "reward")
     first = play(policy, admin, {"family": "pick_and_place"}, succeed=True, version="1")
     task = {"task_id": first["task"]["id"]}

@@ -52,6 +52,7 @@ def _holders_change_only_by_giving(database_url: str) -> int:
     return takes
 
 
+@pytest.mark.slow
 def test_two_processes_start_at_once_on_an_empty_database(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -74,9 +75,9 @@ def test_two_processes_start_at_once_on_an_empty_database(
         for t in starters:
             t.join()
         assert not failures, failures[0]
-        ann = Api(servers[0].url).agent("ann")
+        ann = Api(servers[0]).agent("ann")
         assert ann.post("/v1/episodes", json={}).status_code == 201
-        ann_elsewhere = Api(servers[1].url, str(ann.http.headers["Authorization"]).split()[1])
+        ann_elsewhere = Api(servers[1], str(ann.http.headers["Authorization"]).split()[1])
         seen = ann_elsewhere.get("/v1/episodes", params={"status": "open"}).json()["items"]
         assert [e["agent_id"] for e in seen] == [ann.id]  # type: ignore[attr-defined]
     finally:
@@ -99,11 +100,9 @@ def test_two_processes_one_world_nothing_taken_twice(tmp_path: Path) -> None:
             stop = threading.Event()
             walkers = []
             for i in range(6):
-                api = Api(servers[i % 2].url).agent(f"racer{i}")
+                api = Api(servers[i % 2]).agent(f"racer{i}")
                 token = str(api.http.headers["Authorization"]).split()[1]
-                walkers.append(
-                    Walker(servers[i % 2].url, token, 7 + i, acks, stop, [0], greedy=0.8)
-                )
+                walkers.append(Walker(servers[i % 2], token, 7 + i, acks, stop, [0], greedy=0.8))
             for w in walkers:
                 w.start()
             deadline = time.monotonic() + 180

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from harness import Server
 from sqlalchemy import select
 
 from world.replay import replay
@@ -31,7 +32,7 @@ class Ack:
 
 @dataclass(eq=False)
 class Walker(threading.Thread):
-    base_url: str
+    server: Server  # harness.AppServer or harness.ServerProcess
     token: str
     seed: int
     acks: list[Ack]
@@ -43,9 +44,7 @@ class Walker(threading.Thread):
     def __post_init__(self) -> None:
         threading.Thread.__init__(self, daemon=True)
         self.rng = random.Random(self.seed)
-        self.http = httpx.Client(
-            base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30.0
-        )
+        self.http = self.server.client(self.token)
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """Send until the server answers (it may be down for a while): safe for steps, whose

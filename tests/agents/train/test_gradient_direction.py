@@ -22,6 +22,8 @@ from agents.train.config import TrainConfig
 from agents.train.learner import Learner, Sample
 from agents.train.rewards import EPS, standardise
 
+pytestmark = pytest.mark.slow  # a full-size tiny model trained 14 times (some 110 s)
+
 PLACES = [
     f"{room} {i}"
     for room in ("kitchen", "bathroom", "bedroom", "living room", "workshop", "farm", "forest")
