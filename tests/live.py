@@ -1,9 +1,10 @@
-"""A real bigworld server in a subprocess, for tests that talk to it over HTTP.
+"""A real bigworld server in a subprocess: the one way tests and benchmarks start a process.
 
 ``start_server`` runs ``bigworld serve`` (through ``server.cli.main``) on a free loopback port
 with its own data folder and admin token, in its own process group, and waits for ``/readyz``.
 ``LiveServer.stop`` ends it politely, ``LiveServer.kill`` with SIGKILL (for crash tests);
-``LiveServer.restart`` starts it again over the same data folder and database.
+``LiveServer.restart`` starts it again over the same data folder and database. The server tests
+that need a process (tests/server/harness.py, ``ServerProcess``) use it with their defaults.
 
 tests/ is not a package: a conftest that wants this module puts tests/ on ``sys.path`` first.
 """
@@ -38,10 +39,12 @@ def free_port() -> int:
 
 @dataclass
 class LiveServer:
-    """A running server: ``url``, the ``admin_token``, its ``data_dir`` and its log file."""
+    """A running server: ``url``, the ``admin_token`` (None: the server makes one into its
+    data folder), its ``data_dir`` and its log file. ``env`` holds ``BIGWORLD_*`` settings;
+    those of the test process are not passed on."""
 
     data_dir: Path
-    admin_token: str
+    admin_token: str | None
     port: int
     database_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -53,15 +56,22 @@ class LiveServer:
 
     @property
     def log(self) -> Path:
-        return self.data_dir / "server.log"
+        return self.data_dir / f"server-{self.port}.log"  # processes may share a data folder
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
 
     def start(self) -> LiveServer:
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
+        # The admin token travels in the environment: a command line is visible in ps.
+        token = {"BIGWORLD_ADMIN_TOKEN": self.admin_token} if self.admin_token is not None else {}
         env = {
-            **os.environ,
+            **inherited,
             "BIGWORLD_HOST": "127.0.0.1",
             "BIGWORLD_PORT": str(self.port),
             "BIGWORLD_DATA_DIR": str(self.data_dir),
-            "BIGWORLD_ADMIN_TOKEN": self.admin_token,
+            **token,
             **({"BIGWORLD_DATABASE_URL": self.database_url} if self.database_url else {}),
             **self.env,
         }

@@ -6,11 +6,7 @@ and a snapshot of the database's state (hash and row counts)."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +27,9 @@ from world.store import SqlBackend, make_engine, session_factory
 from world.store.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))  # tests/ is not a package
+from live import LiveServer, free_port  # noqa: E402
+
 # Public, so only for tests; strong enough for the server's 128-bit floor (auth.token_bits).
 ADMIN_TOKEN = "bw_test_RamoG_EU7dWcbVM_RP196RRkQpTpVULc8beB39Z7WnY"
 # The forge's background cycle (storms, drift) would change the world under tests that compare
@@ -48,14 +47,9 @@ class Server(Protocol):
     def client(self, token: str | None = None) -> httpx.Client: ...
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class ServerProcess:
-    """``bigworld serve`` in a subprocess of its own process group."""
+class ServerProcess(LiveServer):
+    """``bigworld serve`` in a subprocess (``live.LiveServer``) with the server tests' defaults:
+    the public test admin token, forge cycles quiet, warnings only in the log."""
 
     def __init__(
         self,
@@ -67,74 +61,8 @@ class ServerProcess:
         log_level: str = "warning",
         **env: str,
     ) -> None:
-        self.admin_token = admin_token
-        self.log_level = log_level
-        self.database_url = database_url
-        self.data_dir = data_dir
-        self.port = port or free_port()
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = data_dir / f"server-{self.port}.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def client(self, token: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=_bearer(token), timeout=60.0)
-
-    def start(self, timeout: float = 60.0) -> ServerProcess:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
-        # The admin token travels in the environment: a command line is visible in ps.
-        token = {"BIGWORLD_ADMIN_TOKEN": self.admin_token} if self.admin_token is not None else {}
-        env = {**inherited, "PYTHONPATH": str(REPO), **QUIET, **token, **self.env}
-        cmd = [
-            sys.executable,
-            "-m",
-            "server.cli",
-            "serve",
-            "--port",
-            str(self.port),
-            "--data-dir",
-            str(self.data_dir),
-            "--database-url",
-            self.database_url,
-            "--log-level",
-            self.log_level,
-        ]
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
-                )
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        """kill -9, no goodbye."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        quiet = {**QUIET, "BIGWORLD_LOG_LEVEL": log_level}
+        super().__init__(data_dir, admin_token, port or free_port(), database_url, {**quiet, **env})
 
 
 class AppServer:
