@@ -6,7 +6,9 @@ rank-mode ``transformers`` policy agents and one ``transformers`` reward agent (
 ``--votes 3``). Every ``--interval`` seconds it counts the ended episodes and those with a step
 short of its m votes (``GET /v1/episodes?needs_votes=m``); at the end it checks the bar: at
 least ``--bar`` of the ended episodes fully judged, and the backlog not growing over the second
-half (its last count at most ``--slack`` above its count at half time)::
+half (its last count at most ``--slack`` above its count at half time). Writes the counts and
+the verdict, with the headline of the README's results table, to ``--json`` (by default
+``docs/benchmarks/judging.json``, beside the scenario's page) and the agents' logs to ``--out``::
 
     .venv/bin/python bench/judging.py --minutes 2
 """
@@ -25,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from live import start_server  # noqa: E402
+from results import provenance  # noqa: E402
 
 from agents.client import BigWorldClient  # noqa: E402
 
+HEADLINE_ORDER = 4  # this scenario's row in the README's results table (bench/results.py)
 BIGWORLD = [sys.executable, "-c", "import sys; from agents.cli import main; sys.exit(main())"]
 
 
@@ -48,7 +52,18 @@ def main() -> int:
     parser.add_argument("--policies", type=int, default=2, help="policy agents")
     parser.add_argument("--bar", type=float, default=0.6, help="share fully judged at the end")
     parser.add_argument("--slack", type=int, default=2, help="backlog growth allowed")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bw-judging")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bw-judging",
+        help="folder for the agents' logs",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks" / "judging.json",
+        help="the counts and the verdict (default: docs/benchmarks/judging.json)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigworld-judging-") as tmp:
@@ -104,7 +119,15 @@ def main() -> int:
         f"{'not growing' if steady else 'GROWING'}"
     )
     print(verdict)
-    (args.out / "judging.json").write_text(json.dumps({"samples": samples, "verdict": verdict}))
+    head = {
+        "order": HEADLINE_ORDER,
+        "label": f"Do the judges keep up? {args.policies} policy agents, 1 judge, "
+        f"{args.minutes:g} minutes",
+        "figure": verdict,
+        "page": "docs/benchmarks/judging.md",
+    }
+    report = {**provenance(), "headline": head, "samples": samples, "verdict": verdict}
+    args.json.write_text(json.dumps(report, indent=1))
     return 0 if kept_up and steady else 1
 
 

@@ -35,10 +35,12 @@ the outcome-only advantage's sign agrees with the oracle's verdict on the step (
 gives the cleaner signal; ``ARM@KEY`` arms show which learns faster). On the go_to rung it
 checks the bar: the trained arm's last ``--window`` episodes reach the frozen arm's rate + 0.25
 and twice its own first.
-Writes ``learning.json`` and ``learning.png``::
+Writes ``learning.json`` (with the headline of the README's results table) and
+``learning.png`` into ``--out``, by default ``docs/benchmarks`` beside the ladder's page, whose
+figures are rung ``go_to``'s (pass ``--out`` elsewhere for the other rungs)::
 
-    .venv/bin/python bench/learning.py --rung go_to --minutes 10       # 20 minutes
-    .venv/bin/python bench/learning.py --rung alfworld --minutes 5     # about 40 minutes
+    .venv/bin/python bench/learning.py --rung go_to --minutes 10                     # 20 minutes
+    .venv/bin/python bench/learning.py --rung alfworld --minutes 5 --out /tmp/ladder  # about 40 min
 """
 
 from __future__ import annotations
@@ -63,8 +65,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
-from learning_figures import VOTES, cell, inspect_steps, plot, summarise, verdict  # noqa: E402
+from learning_figures import (  # noqa: E402
+    VOTES,
+    cell,
+    headline,
+    inspect_steps,
+    plot,
+    summarise,
+    verdict,
+)
 from live import LiveServer, start_server  # noqa: E402
+from results import provenance  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from agents.backends import Sampling, TransformersModel  # noqa: E402
@@ -103,6 +114,7 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
     "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
+HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)
 
 
 @dataclass
@@ -521,7 +533,10 @@ def main() -> int:
         help="keep the prepared world and models here, and reuse them when already there",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-learning"
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks",
+        help="folder for learning.json and learning.png (default: docs/benchmarks)",
     )
     args = parser.parse_args()
     args.families, _, cold = RUNGS[args.rung]
@@ -540,6 +555,13 @@ def main() -> int:
         summaries = [summarise(results[arm], args) for arm in args.arms]
     verdicts = verdict(summaries, args.window, args.margin, args.gain)
     report = {
+        **provenance(),
+        "headline": {
+            "order": HEADLINE_ORDER,
+            "label": f"Learning, rung {args.rung}: {args.minutes:g} minutes an arm",
+            "figure": headline(summaries, args.window, verdicts),
+            "page": "docs/benchmarks/learning.md",
+        },
         "args": {k: str(v) for k, v in vars(args).items()},
         "prepare": start.figures,
         "arms": summaries,

@@ -192,6 +192,20 @@ def verdict(summaries: list[dict[str, Any]], window: int, margin: float, gain: f
     return lines
 
 
+def headline(summaries: list[dict[str, Any]], window: int, verdicts: list[str]) -> str:
+    """The README's figure for a run: each trained arm's last ``window`` episodes, its updates
+    and its verdict against the bar (:func:`verdict`'s lines), then the frozen arm's rate."""
+    bar = {line.partition(":")[0]: line.rpartition(": ")[2] for line in verdicts}
+    parts = [
+        f"{s['arm']} last {window} {cell(s['last_window'])} in {s['updates']} updates"
+        + (f", bar {bar[s['arm']]}" if s["arm"] in bar else "")
+        for s in summaries
+        if s["arm"] != "frozen"
+    ]
+    parts += [f"frozen {cell(s['success'])}" for s in summaries if s["arm"] == "frozen"]
+    return "; ".join(parts)
+
+
 def plot(summaries: list[dict[str, Any]], path: Path, title: str) -> None:
     """Success rate over wall time per arm, with 95% Wilson intervals."""
     import matplotlib

@@ -27,10 +27,11 @@ a row. At the end it fits the samples after the warm-up and judges them against 
   server's port closed).
 
 It stops everything it started at the end, on Ctrl-C / SIGTERM and on errors, and writes
-``soak.json`` (the samples, fits and verdict) and ``soak.png`` into ``--out``::
+``soak.json`` (the samples, fits and verdict, with the headline of the README's results table)
+and ``soak.png`` into ``--out``, by default ``docs/benchmarks`` beside the soak's page::
 
-    .venv/bin/python bench/soak.py --minutes 60                    # the goal's run
-    .venv/bin/python bench/soak.py --minutes 3 --interval 10       # a quick look
+    .venv/bin/python bench/soak.py --minutes 60                                # the goal's run
+    .venv/bin/python bench/soak.py --minutes 3 --interval 10 --out /tmp/soak   # a quick look
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from results import provenance  # noqa: E402
 from soak_figures import Sample, cpu, header, judge, plot, routes, row, summary  # noqa: E402
 from world_bench import quantile  # noqa: E402
 
@@ -81,6 +83,7 @@ PROBE_EVERY_S = 0.5  # the probe's pace: about 60 timed steps per 30-s window
 # writer went from 59% to 71% busy and the probe's p50 followed the load, not the world's age.
 STEP_INTERVAL_S = 0.25
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc's unit of CPU time
+HEADLINE_ORDER = 11  # the soak's row in the README's results table (bench/results.py)
 
 
 # --- what is sampled -------------------------------------------------------------------------
@@ -393,7 +396,10 @@ def main() -> int:
         "as fast as they can, so the load grows as they learn)",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-soak", help="results"
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks",
+        help="folder for soak.json and soak.png (default: docs/benchmarks, beside soak.md)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the data folder (and logs)")
     parser.add_argument(
@@ -420,7 +426,15 @@ def main() -> int:
     for name in dead:
         if f"{name} stopped during the run" not in fits["failures"]:
             fits["failures"].append(f"{name} stopped during the run")
+    failures = fits["failures"] + [f"left running: {x}" for x in leftover]
     report = {
+        **provenance(),
+        "headline": {
+            "order": HEADLINE_ORDER,
+            "label": f"Soak: the demo's processes for {args.minutes:g} minutes",
+            "figure": ("FAIL: " + "; ".join(failures)) if failures else "PASS, every goal met",
+            "page": "docs/benchmarks/soak.md",
+        },
         "args": {k: str(v) for k, v in vars(args).items()},
         "latency_source": "probe client: POST /v1/episodes/{id}/steps round trips",
         "samples": samples,

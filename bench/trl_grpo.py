@@ -14,7 +14,8 @@ The optimiser settings TRL shares with our trainer are set alike (learning rate,
 gradient clip, clip ε, KL β, a constant rate: ``agents.trl_rollout.grpo_config``); the rest is
 TRL's default (loss ``dapo``, rewards scaled per group). Reports success with 95% Wilson
 intervals overall, per half and over the first and last ``--window`` episodes, and the
-ladder's bar. Writes ``trl_grpo.json`` and ``trl_grpo.png``::
+ladder's bar. Writes ``trl.json`` (with the headline of the README's results table) and
+``trl.png`` into ``--out``, by default ``docs/benchmarks`` beside the comparison's page::
 
     .venv/bin/python bench/trl_grpo.py --minutes 10 --parallel    # about 12 minutes
 """
@@ -38,7 +39,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from learning import RUNGS, Start, _end_with_parent, prepare_cold, run_arm, serve  # noqa: E402
-from learning_figures import cell, inspect_steps, plot, summarise, verdict  # noqa: E402
+from learning_figures import cell, headline, inspect_steps, plot, summarise, verdict  # noqa: E402
+from results import provenance  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
@@ -54,6 +56,7 @@ from agents.trl_rollout import (  # noqa: E402
 )
 
 ARMS = ("frozen", "outcome_only", "trl")
+HEADLINE_ORDER = 3  # this comparison's row in the README's results table (bench/results.py)
 
 
 class Deadline(TrainerCallback):
@@ -186,7 +189,10 @@ def main() -> int:
     parser.add_argument("--trl-group", type=int, default=4, help="GRPO's num_generations")
     parser.add_argument("--trl-batch", type=int, default=8, help="decisions per GRPO step")
     parser.add_argument(
-        "--out", type=Path, default=Path(tempfile.gettempdir()) / "bigworld-trl-grpo"
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks",
+        help="folder for trl.json and trl.png (default: docs/benchmarks)",
     )
     args = parser.parse_args()
     # bench/learning.py's settings for the go_to rung, cold start, so its arms run unchanged
@@ -202,9 +208,19 @@ def main() -> int:
         results = run_arms(args, work, start)
         summaries = [summarise(results[arm], args) for arm in args.arms]
     verdicts = verdict(summaries, args.window, args.margin, args.gain)
-    report = {"args": {k: str(v) for k, v in vars(args).items()}, "arms": summaries}
-    (args.out / "trl_grpo.json").write_text(json.dumps({**report, "verdict": verdicts}, indent=2))
-    plot(summaries, args.out / "trl_grpo.png", "bigworld go_to: TRL's GRPO beside bigworld train")
+    report = {
+        **provenance(),
+        "headline": {
+            "order": HEADLINE_ORDER,
+            "label": f"TRL's GRPOTrainer beside bigworld train: go_to, {args.minutes:g} minutes",
+            "figure": headline(summaries, args.window, verdicts),
+            "page": "docs/benchmarks/trl.md",
+        },
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "arms": summaries,
+    }
+    (args.out / "trl.json").write_text(json.dumps({**report, "verdict": verdicts}, indent=2))
+    plot(summaries, args.out / "trl.png", "bigworld go_to: TRL's GRPO beside bigworld train")
     print(
         f"{'arm':<14}{'episodes':>9}{'success':>19}{'1st half':>19}{'2nd half':>19}"
         f"{f'first {args.window}':>19}{f'last {args.window}':>19}{'updates':>9}"
@@ -221,7 +237,7 @@ def main() -> int:
         )
     for line in verdicts:
         print(line)
-    print(f"wrote {args.out / 'trl_grpo.json'} and {args.out / 'trl_grpo.png'}")
+    print(f"wrote {args.out / 'trl.json'} and {args.out / 'trl.png'}")
     return 0
 
 
