@@ -336,6 +336,12 @@ def _at(at_tick: int | None) -> dict[str, Any]:
     return _given(at_tick=at_tick)
 
 
+def _world_request(at_tick: int | None, state_hash: bool) -> Request:
+    return Request(
+        "GET", "/v1/world", params={**_at(at_tick), **({"hash": "true"} if state_hash else {})}
+    )
+
+
 # --- the two clients -------------------------------------------------------------------------
 
 
@@ -435,8 +441,10 @@ class BigWorldClient:
     def readyz(self) -> bool:
         return self.run(_probe("/readyz"))
 
-    def world(self) -> Record:
-        return self.run(_call(Request("GET", "/v1/world")))
+    def world(self, at_tick: int | None = None, *, state_hash: bool = False) -> Record:
+        """The world now, or as it was at the end of ``at_tick`` (with its ``state_hash``);
+        the present's hash when asked, as it costs the server a read of the whole world."""
+        return self.run(_call(_world_request(at_tick, state_hash)))
 
     def create_agent(self, name: str, role: str) -> AgentCredentials:
         return self.run(_create_agent_flow(name, role))
@@ -592,8 +600,8 @@ class AsyncBigWorldClient:
     async def readyz(self) -> bool:
         return await self.run(_probe("/readyz"))
 
-    async def world(self) -> Record:
-        return await self.run(_call(Request("GET", "/v1/world")))
+    async def world(self, at_tick: int | None = None, *, state_hash: bool = False) -> Record:
+        return await self.run(_call(_world_request(at_tick, state_hash)))
 
     async def create_agent(self, name: str, role: str) -> AgentCredentials:
         return await self.run(_create_agent_flow(name, role))

@@ -131,6 +131,10 @@ class WorldInfo(BaseModel):
     places: int
     things: int
     avatars: int
+    # SHA-256 of the logical state (world.state.World.state_hash): every stored entity, things
+    # settled to ``tick``; equal for equal states, whichever database or replay holds them.
+    # Answered for a past tick, and for the present when asked (?hash=true); else null.
+    state_hash: str | None
 
 
 # -- tasks ---------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ IdCursor = Annotated[
     AfterValidator(_fits_bigint),
 ]
 Tick = Annotated[int | None, Query(ge=0, le=MAX_TICK)]
+AtTick = Annotated[int | None, Query(ge=0, le=MAX_TICK, description="as it was at this tick")]
 # A row id in the path (episodes, things) or as a filter (an agent's id).
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 IdQuery = Annotated[int | None, Query(ge=1, le=MAX_ID)]

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 
 from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
-from server.routes.common import ERRORS, MAX_TICK, IdPath
+from server.routes.common import ERRORS, AtTick, IdPath
 from server.schemas import PlaceOut, ThingOut
 from world.store.history import Gone, image_at, place_now, thing_now
 
 router = APIRouter(prefix="/v1", tags=["entities"], responses=ERRORS)
-AtTick = Annotated[
-    int | None, Query(ge=0, le=MAX_TICK, description="read the entity as it was at this tick")
-]
 
 
 def _at(session: SessionDep, kind: str, entity_id: str, at_tick: int) -> dict[str, Any]:

@@ -423,6 +423,10 @@ def test_health_and_world(server, client):
     assert client.healthz() and client.readyz()
     world = client.world()
     assert isinstance(world["tick"], int) and world["tick"] >= 0
+    assert world["state_hash"] is None  # read when asked: it costs a read of the whole world
+    assert len(client.world(state_hash=True)["state_hash"]) == 64
+    then = client.world(at_tick=0)
+    assert then["tick"] == 0 and len(then["state_hash"]) == 64
 
 
 def test_episode_session_steps_replays_and_conflicts(client, agent):

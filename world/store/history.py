@@ -1,19 +1,25 @@
-"""Reading what happened: the event log by filter, entities as they were at a past tick, and
-summary counts of the world as it is (in all and per region).
+"""Reading what happened: the event log by filter, entities and the whole world as they were
+at a past tick, and summary counts of the world as it is (in all and per region).
 
 Time travel needs no snapshots: every world transaction appends a ``state`` event carrying the
 after-image of each entity it changed, so an entity at tick T is its image in the last
-``state`` event at or before T that names it.
+``state`` event at or before T that names it; the whole world at T is the log's inputs up to T
+replayed (``world.replay``), which reproduces the state the live transactions left.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from world.replay import replay
+from world.rules import Rules
+from world.state import MemoryBackend
+from world.store.backend import read_world
 from world.store.models import (
     AvatarRow,
     EventEntityRow,
@@ -59,6 +65,29 @@ def events_in_order(*, session: Session, batch: int = 2000) -> Any:
     table = EventRow.__table__
     result = session.execute(select(table).order_by(table.c.id).execution_options(yield_per=batch))
     return result.mappings()
+
+
+def world_at(*, session: Session, tick: int, rules: Rules | None = None) -> MemoryBackend:
+    """The world as it stood at ``tick`` (at most the world's own), rebuilt in memory from the
+    inputs of every transaction that ended by then; its clock is ``tick``, logged or not.
+
+    A transaction belongs to the tick its events carry; on PostgreSQL, where distant regions
+    commit side by side, one that drew a tick at or before ``tick`` and has not committed yet
+    is not seen. The cost is a replay of the log up to ``tick``."""
+    seed = read_world(session).meta.seed
+    table = EventRow.__table__
+    later = select(table.c.txn).where(table.c.tick > tick)
+    stmt = (
+        select(table)
+        .where(table.c.tick <= tick, table.c.txn.not_in(later))
+        .order_by(table.c.id)
+        .execution_options(yield_per=2000)
+    )
+    backend = MemoryBackend(seed, rules)
+    events: Iterable[Mapping[str, Any]] = session.execute(stmt).mappings()  # type: ignore[assignment]
+    replay(events, backend)
+    backend.meta.tick = tick
+    return backend
 
 
 class Gone(Exception):

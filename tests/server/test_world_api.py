@@ -1,0 +1,62 @@
+"""GET /v1/world: the state hash of the world now, and the world as it was at a past tick (at
+its end: every transaction that ran at that tick, such as a begin after a step, is in it)."""
+
+from __future__ import annotations
+
+import random
+
+from harness import Api, AppServer, db_state
+
+
+class Player:
+    """An agent stepping at random among the admissible actions, beginning anew as episodes end."""
+
+    def __init__(self, api: Api, seed: int) -> None:
+        self.api, self.rng = api, random.Random(seed)
+        self._begin()
+
+    def _begin(self) -> None:
+        begun = self.api.post("/v1/episodes", json={}).json()
+        self.episode, self.index, self.actions = begun["episode_id"], 0, begun["admissible_actions"]
+
+    def play(self, steps: int) -> list[dict]:
+        """``steps`` steps, and after each the world as GET /v1/world answered it."""
+        seen = []
+        for _ in range(steps):
+            self.index += 1
+            action = self.rng.choice(self.actions)
+            reply = self.api.post(
+                f"/v1/episodes/{self.episode}/steps", json={"step": self.index, "action": action}
+            ).json()
+            self.actions = reply["admissible_actions"]
+            if reply["done"]:
+                self._begin()
+            seen.append(self.api.get("/v1/world", params={"hash": "true"}).json())
+        return seen
+
+
+def test_the_world_at_each_past_tick_is_the_world_seen_then(server: AppServer, admin: Api) -> None:
+    ann, bob = Player(admin.agent("ann"), 5), Player(admin.agent("bob"), 6)
+    seen = [admin.get("/v1/world", params={"hash": "true"}).json()]  # tick 0, both begun
+    for _ in range(4):
+        seen += ann.play(6) + bob.play(6)
+    now = admin.get("/v1/world", params={"hash": "true"}).json()
+    assert now["state_hash"] == db_state(server.database_url)["hash"]  # the replay tests' hash
+    assert admin.get("/v1/world").json() == {**now, "state_hash": None}  # not asked: not read
+    assert len({w["state_hash"] for w in seen}) > len(seen) // 2  # the state moved
+    for then in seen:
+        past = admin.get("/v1/world", params={"at_tick": then["tick"]})
+        assert past.status_code == 200, past.text
+        assert past.json() == then, f"tick {then['tick']}"
+    assert admin.get("/v1/world", params={"at_tick": now["tick"]}).json() == now
+
+
+def test_a_tick_after_the_worlds_or_below_zero_is_refused(server: AppServer, admin: Api) -> None:
+    tick = admin.get("/v1/world").json()["tick"]
+    ahead = admin.get("/v1/world", params={"at_tick": tick + 1})
+    assert ahead.status_code == 422
+    assert ahead.json()["error"]["code"] == "tick_in_future"
+    assert ahead.json()["error"]["details"] == {"tick": tick}
+    for bad in ("-1", "soon", str(2**63)):
+        assert admin.get("/v1/world", params={"at_tick": bad}).status_code == 422
+    assert Api(server).get("/v1/world", params={"at_tick": 0}).status_code == 401
