@@ -85,6 +85,7 @@ class World:
         self._loaded_inventories: set[str] = set()
         self._loaded_crowds: set[str] = set()  # places whose avatars are all loaded
         self._changes = ChangeSet(meta=self.meta)
+        self._allocated = False  # drew a thing id since the last commit
 
     # -- clock and rules -------------------------------------------------------------------
     @property
@@ -151,6 +152,7 @@ class World:
     def _allocate(self, type_name: str, numbered: bool = True) -> tuple[int, int]:
         """A fresh thing id and, when ``numbered``, a fresh world-wide label number."""
         self.backend.reserve_ids(self.meta)  # once per transaction: later calls do nothing
+        self._allocated = True
         thing_id = self.meta.next_thing_id
         self.meta.next_thing_id += 1
         num = 0
@@ -389,6 +391,18 @@ class World:
                     ),
                 }
             )
+            if self._allocated:
+                # The counters' after-image: where the world's ids and labels stood, for
+                # reading the world at a past tick without a replay (world.store.past).
+                self.emit(
+                    "counters",
+                    None,
+                    (),
+                    {
+                        "next_thing_id": self.meta.next_thing_id,
+                        "counters": dict(self.meta.counters),
+                    },
+                )
             self.emit(
                 "state",
                 None,
@@ -408,6 +422,7 @@ class World:
             )
         self.backend.save(changes)
         self._changes = ChangeSet(meta=self.meta)
+        self._allocated = False  # drew a thing id since the last commit
         return changes
 
     def state_hash(self) -> str:

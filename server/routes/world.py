@@ -3,8 +3,9 @@ state, now or as it was at a past tick.
 
 The hash reads and settles every stored entity (some 35 us a thing: 350 ms for a world of
 10,000 things), and the route is what dashboards, samplers and the demo's live view poll; so
-the present world's hash is computed when asked (``?hash=true``), a past tick's always (its
-replay costs more than the hash)."""
+the present world's hash is computed when asked (``?hash=true``), a past tick's always. A past
+tick is read from the tables and the images of what changed since (``world.store.past``), or,
+for a log older than its ``counters`` events, by a replay (``world.store.history.world_at``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from server.schemas import WorldInfo
 from world.state import World
 from world.store import SqlBackend
 from world.store.history import counts, world_at
+from world.store.past import past_backend
 
 router = APIRouter(prefix="/v1/world", tags=["world"], responses=ERRORS)
 
@@ -42,14 +44,14 @@ def world_info(
                 code="tick_in_future",
                 details={"tick": world.tick},
             )
-        past = world_at(session=session, tick=at_tick, rules=runtime.rules)
+        past = past_backend(session, at_tick) or world_at(
+            session=session, tick=at_tick, rules=runtime.rules
+        )
         world = World(past, runtime.rules)
-        stored = {
-            "regions": len(past.regions),
-            "places": len(past.places),
-            "things": len(past.things),
-            "avatars": len(past.avatars),
-        }
+        stored = dict.fromkeys(("regions", "places", "things", "avatars"), 0)
+        for table, _row in past.dump():
+            if table != "world":
+                stored[table + "s"] += 1
     version = world.dynamics
     return WorldInfo(
         seed=world.seed,

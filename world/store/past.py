@@ -1,0 +1,218 @@
+"""The stored world as it was at the end of a past tick, read from the tables as they are now
+and the after-images of what changed since: a read costs what changed after that tick, not a
+replay of the log up to it.
+
+An entity that no ``state`` event after tick T names is as stored; one that such an event names
+is its image in the last ``state`` event at or before T (absent if there is none, or if that
+event removed it). Regions never change once generated, and the state event of a generation
+names the region: a region is there at T if it is stored and no state event after T names it,
+or one up to T does. The clock is T, the dynamics versions those in force from a tick up to T,
+and the thing ids and label counters stand where the last ``counters`` event up to T left them
+(``World.commit`` logs one with every transaction that drew an id). A log written before those
+events existed cannot say where the counters stood: :func:`past_backend` answers ``None`` then,
+and the caller replays the log instead (``history.world_at``).
+
+This is what a fork at tick T reads through to, and ``GET /v1/world?at_tick=T``'s answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from world.entities import Avatar, Place, Region, Thing
+from world.store.backend import SqlBackend, read_world
+from world.store.errors import StoreError
+from world.store.models import EventEntityRow, EventRow
+from world.values import ChangeSet, WorldMeta
+
+_EVENTS = EventRow.__table__
+_LINKS = EventEntityRow.__table__
+_KINDS = ("thing", "place", "avatar", "region")  # what state events name
+_CHUNK = 500  # ids per IN list
+
+
+class PastBackend:
+    """A read-only :class:`world.state.Backend` over the stored world at the end of ``tick``.
+    Open a ``World`` over it to read (its ``state_hash`` included); saving is refused."""
+
+    def __init__(self, session: Session, tick: int, meta: WorldMeta) -> None:
+        self.now = SqlBackend(session)
+        self.tick = tick
+        self._meta = meta
+        # entity -> its image at ``tick`` (None: absent then), for each entity changed since
+        self._things: dict[int, Thing | None] = {}
+        self._places: dict[str, Place] = {}
+        self._avatars: dict[str, Avatar | None] = {}
+        self._unborn: set[str] = set()  # regions generated since (keys)
+        self._read_images(session)
+
+    def _read_images(self, session: Session) -> None:
+        conn = session.connection()
+        state = _EVENTS.c.kind == "state"
+        changed = (
+            select(_LINKS.c.entity)
+            .join(_EVENTS, _EVENTS.c.id == _LINKS.c.event_id)
+            .where(state, _EVENTS.c.tick > self.tick)
+            .distinct()
+        )
+        entities = [e for e in conn.execute(changed).scalars() if e.split(":", 1)[0] in _KINDS]
+        latest: dict[str, int] = {}
+        for chunk in _chunks(entities):
+            last = (
+                select(_LINKS.c.entity, func.max(_EVENTS.c.id))
+                .join(_EVENTS, _EVENTS.c.id == _LINKS.c.event_id)
+                .where(state, _EVENTS.c.tick <= self.tick, _LINKS.c.entity.in_(chunk))
+                .group_by(_LINKS.c.entity)
+            )
+            latest.update({entity: int(event) for entity, event in conn.execute(last)})
+        payloads: dict[int, dict[str, Any]] = {}
+        for ids in _chunks(sorted(set(latest.values()))):
+            rows = conn.execute(
+                select(_EVENTS.c.id, _EVENTS.c.payload).where(_EVENTS.c.id.in_(ids))
+            )
+            payloads.update({int(i): payload for i, payload in rows})
+        for entity in entities:
+            kind, key = entity.split(":", 1)
+            payload = payloads.get(latest[entity]) if entity in latest else None
+            image = _image(payload, kind, key) if payload is not None else None
+            if kind == "region":
+                # A generation's state event names the region; one named by none up to the
+                # tick was generated since (its region_generated event may carry an earlier
+                # tick: a step generates before its clock advances).
+                if payload is None:
+                    self._unborn.add(key)
+            elif kind == "thing":
+                self._things[int(key)] = None if image is None else Thing.from_row(image)
+            elif kind == "avatar":
+                self._avatars[key] = None if image is None else Avatar(**image)
+            elif image is not None:  # places are never removed: one changed since was there
+                self._places[key] = Place(**image)
+
+    # -- Backend ---------------------------------------------------------------------------
+    def load_meta(self) -> WorldMeta:
+        return self._meta.copy()
+
+    def load_region(self, rx: int, ry: int) -> Region | None:
+        region = self.now.load_region(rx, ry)
+        return region if region is not None and region.key not in self._unborn else None
+
+    def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        if self.load_region(rx, ry) is None:
+            return []
+        return [self._places.get(p.id, p) for p in self.now.load_places_in(rx, ry)]
+
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        wanted = set(places)
+        return self._things_where(self.now.load_things_in(places), lambda t: t.place in wanted)
+
+    def load_inventory(self, avatar: str) -> list[Thing]:
+        return self._things_where(self.now.load_inventory(avatar), lambda t: t.holder == avatar)
+
+    def load_thing(self, thing: int) -> Thing | None:
+        return self._things[thing] if thing in self._things else self.now.load_thing(thing)
+
+    def load_avatar(self, avatar: str) -> Avatar | None:
+        if avatar in self._avatars:
+            return self._avatars[avatar]
+        return self.now.load_avatar(avatar)
+
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        wanted = set(places)
+        stored = [a for a in self.now.load_avatars_in(places) if a.id not in self._avatars]
+        then = [a for a in self._avatars.values() if a is not None and a.place in wanted]
+        return sorted([*stored, *then], key=lambda a: a.id)
+
+    def _things_where(self, stored: Iterable[Thing], then: Any) -> list[Thing]:
+        kept = [t for t in stored if t.id not in self._things]
+        moved = [t for t in self._things.values() if t is not None and then(t)]
+        return sorted([*kept, *moved], key=lambda t: t.id)
+
+    def save(self, changes: ChangeSet) -> None:
+        raise StoreError(f"the world at tick {self.tick} is read-only")
+
+    def next_tick(self, tick: int) -> int:
+        raise StoreError(f"the world at tick {self.tick} is read-only")
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        raise StoreError(f"the world at tick {self.tick} is read-only")
+
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every entity at ``tick`` in MemoryBackend's order, in one pass over the stored
+        world's (regions, places, things by id, avatars) with the images merged in."""
+        yield "world", self._meta.row()
+        regions: set[str] = set()
+        images = sorted((t.row() for t in self._things.values() if t is not None), key=_by_id)
+        pending = iter(images)
+        image = next(pending, None)
+        avatars = {a.id: dataclasses.asdict(a) for a in self._avatars.values() if a is not None}
+        for table, row in self.now.dump():
+            if table == "region" and f"{row['rx']},{row['ry']}" not in self._unborn:
+                regions.add(f"{row['rx']},{row['ry']}")
+                yield table, row
+            elif table == "place" and row["id"].split(":", 1)[0] in regions:
+                place = self._places.get(row["id"])
+                yield table, dataclasses.asdict(place) if place is not None else row
+            elif table == "thing":
+                while image is not None and image["id"] < row["id"]:
+                    yield "thing", image
+                    image = next(pending, None)
+                if row["id"] not in self._things:
+                    yield table, row
+            elif table == "avatar" and row["id"] not in self._avatars:
+                avatars[row["id"]] = row
+        while image is not None:
+            yield "thing", image
+            image = next(pending, None)
+        for key in sorted(avatars):
+            yield "avatar", avatars[key]
+
+
+def past_backend(session: Session, tick: int) -> PastBackend | None:
+    """The world at the end of ``tick`` (at most the world's own), or ``None`` where the log
+    does not say where the counters stood then (written before ``counters`` events)."""
+    row = read_world(session)
+    conn = session.connection()
+    at_or_before = _EVENTS.c.tick <= tick
+    last = conn.execute(
+        select(_EVENTS.c.payload)
+        .where(_EVENTS.c.kind == "counters", at_or_before)
+        .order_by(_EVENTS.c.id.desc())
+        .limit(1)
+    ).scalar()
+    if last is None:
+        any_state = select(_EVENTS.c.id).where(_EVENTS.c.kind == "state", at_or_before).limit(1)
+        if conn.execute(any_state).first() is not None:
+            return None  # things existed by then, and no counters event says how many
+        last = {"next_thing_id": 1, "counters": {}}  # nothing drawn yet: as at genesis
+    meta = WorldMeta(
+        seed=row.meta.seed,
+        tick=tick,
+        next_thing_id=int(last["next_thing_id"]),
+        counters=dict(last["counters"]),
+        versions=[v for v in row.meta.versions if v.since_tick <= tick],
+    )
+    return PastBackend(session, tick, meta)
+
+
+def _image(payload: dict[str, Any], kind: str, key: str) -> dict[str, Any] | None:
+    """``kind`` ``key``'s after-image in a state event's payload; None if it removed it."""
+    if kind == "thing" and int(key) in payload.get("removed", ()):
+        return None
+    for image in payload.get(f"{kind}s", ()):
+        if str(image["id"]) == key:
+            return dict(image)
+    return None
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+def _by_id(row: dict[str, Any]) -> int:
+    return int(row["id"])
