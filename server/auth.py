@@ -165,7 +165,7 @@ def configured_admin_token(settings: Settings) -> str | None:
     if bits < MIN_ADMIN_TOKEN_BITS:
         raise AdminTokenError(
             f"expected an admin token of at least {MIN_ADMIN_TOKEN_BITS} bits of entropy (e.g. "
-            "python -c 'import secrets; print(secrets.token_urlsafe(32))'), got one of about "
+            "python -c 'import secrets; print(secrets.token_hex(32))'), got one of about "
             f"{bits:.0f} bits ({len(token)} characters)"
         )
     return token

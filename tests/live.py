@@ -135,7 +135,10 @@ def start_server(
     data_dir: Path, *, database_url: str | None = None, env: dict[str, str] | None = None
 ) -> LiveServer:
     """Start a server over ``data_dir`` (and ``database_url``, default SQLite inside it)."""
-    server = LiveServer(data_dir, secrets.token_urlsafe(24), free_port(), database_url, env or {})
+    # Prefixed like the server's own tokens: one beginning with '-' would read as a flag to the
+    # CLI's --token (one start in 64 failed so).
+    token = "bw_" + secrets.token_urlsafe(24)
+    server = LiveServer(data_dir, token, free_port(), database_url, env or {})
     return server.start()
 
 
