@@ -3,45 +3,18 @@ its end: every transaction that ran at that tick, such as a begin after a step, 
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from typing import Any
 
 from harness import Api, AppServer, db_state
 from sqlalchemy import delete
+from workload import Player
 
 from world.state import World
 from world.store import SqlBackend, make_engine, session_factory
 from world.store.history import world_at
 from world.store.models import EventRow
 from world.store.past import past_backend
-
-
-class Player:
-    """An agent stepping at random among the admissible actions, beginning anew as episodes end."""
-
-    def __init__(self, api: Api, seed: int) -> None:
-        self.api, self.rng = api, random.Random(seed)
-        self._begin()
-
-    def _begin(self) -> None:
-        begun = self.api.post("/v1/episodes", json={}).json()
-        self.episode, self.index, self.actions = begun["episode_id"], 0, begun["admissible_actions"]
-
-    def play(self, steps: int) -> list[dict]:
-        """``steps`` steps, and after each the world as GET /v1/world answered it."""
-        seen = []
-        for _ in range(steps):
-            self.index += 1
-            action = self.rng.choice(self.actions)
-            reply = self.api.post(
-                f"/v1/episodes/{self.episode}/steps", json={"step": self.index, "action": action}
-            ).json()
-            self.actions = reply["admissible_actions"]
-            if reply["done"]:
-                self._begin()
-            seen.append(self.api.get("/v1/world", params={"hash": "true"}).json())
-        return seen
 
 
 def test_the_world_at_each_past_tick_is_the_world_seen_then(server: AppServer, admin: Api) -> None:

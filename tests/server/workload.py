@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from harness import Server
+from harness import Api, Server
 from sqlalchemy import select
 
 from world.replay import replay
@@ -153,3 +153,30 @@ def check_history(database_url: str, acks: list[Ack]) -> str:
         "replaying the event log does not give the live state"
     )
     return live
+
+
+class Player:
+    """An agent stepping at random among the admissible actions, beginning anew as episodes end."""
+
+    def __init__(self, api: Api, seed: int) -> None:
+        self.api, self.rng = api, random.Random(seed)
+        self._begin()
+
+    def _begin(self) -> None:
+        begun = self.api.post("/v1/episodes", json={}).json()
+        self.episode, self.index, self.actions = begun["episode_id"], 0, begun["admissible_actions"]
+
+    def play(self, steps: int) -> list[dict]:
+        """``steps`` steps, and after each the world as GET /v1/world answered it."""
+        seen = []
+        for _ in range(steps):
+            self.index += 1
+            action = self.rng.choice(self.actions)
+            reply = self.api.post(
+                f"/v1/episodes/{self.episode}/steps", json={"step": self.index, "action": action}
+            ).json()
+            self.actions = reply["admissible_actions"]
+            if reply["done"]:
+                self._begin()
+            seen.append(self.api.get("/v1/world", params={"hash": "true"}).json())
+        return seen

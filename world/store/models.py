@@ -117,6 +117,15 @@ class ThingRow(Base):
     tick: Mapped[int] = mapped_column(BigInteger)
 
 
+class RemovedThingRow(Base):
+    """A thing a fork removed that its parent held at the fork's tick (``world.store.fork``)."""
+
+    __tablename__ = "removed_things"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    tick: Mapped[int] = mapped_column(BigInteger)
+
+
 class AvatarRow(Base):
     __tablename__ = "avatars"
 

@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
+from world.state import Backend
 from world.store.backend import SqlBackend, read_world
 from world.store.errors import StoreError
 from world.store.models import EventEntityRow, EventRow
@@ -38,10 +39,14 @@ _CHUNK = 500  # ids per IN list
 
 class PastBackend:
     """A read-only :class:`world.state.Backend` over the stored world at the end of ``tick``.
-    Open a ``World`` over it to read (its ``state_hash`` included); saving is refused."""
+    Open a ``World`` over it to read (its ``state_hash`` included); saving is refused.
+    ``now`` is the world as it is (a fork's store, or by default the session's tables), and
+    ``session`` holds its log."""
 
-    def __init__(self, session: Session, tick: int, meta: WorldMeta) -> None:
-        self.now = SqlBackend(session)
+    def __init__(
+        self, session: Session, tick: int, meta: WorldMeta, now: Backend | None = None
+    ) -> None:
+        self.now = now or SqlBackend(session)
         self.tick = tick
         self._meta = meta
         # entity -> its image at ``tick`` (None: absent then), for each entity changed since
@@ -172,9 +177,10 @@ class PastBackend:
             yield "avatar", avatars[key]
 
 
-def past_backend(session: Session, tick: int) -> PastBackend | None:
+def past_backend(session: Session, tick: int, now: Backend | None = None) -> PastBackend | None:
     """The world at the end of ``tick`` (at most the world's own), or ``None`` where the log
-    does not say where the counters stood then (written before ``counters`` events)."""
+    does not say where the counters stood then (written before ``counters`` events). ``now``
+    as for :class:`PastBackend`."""
     row = read_world(session)
     conn = session.connection()
     at_or_before = _EVENTS.c.tick <= tick
@@ -196,7 +202,7 @@ def past_backend(session: Session, tick: int) -> PastBackend | None:
         counters=dict(last["counters"]),
         versions=[v for v in row.meta.versions if v.since_tick <= tick],
     )
-    return PastBackend(session, tick, meta)
+    return PastBackend(session, tick, meta, now)
 
 
 def _image(payload: dict[str, Any], kind: str, key: str) -> dict[str, Any] | None:

@@ -1,0 +1,149 @@
+"""A fork's store (world.store.fork): a database of its own holding only what the fork changed,
+read over its parent as it was at the fork's tick. On both databases: the fork's state at its
+creation is the parent's at that tick; the parent moving on changes nothing the fork reads;
+random steps in the fork change nothing in the parent, and replaying the fork's own log over
+the parent at the tick gives the fork's state; a fork of the fork starts where the fork stood."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dbfixtures import fresh_database
+from harness import Api, AppServer, db_state
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from workload import Player
+
+from migrations import upgrade_to_head
+from world import engine
+from world.replay import replay
+from world.state import Backend, World
+from world.store import lock_world, make_engine, session_factory
+from world.store.fork import ForkBackend, create_fork
+from world.store.history import world_at
+from world.store.models import EventRow
+from world.store.past import past_backend
+
+
+@contextmanager
+def sessions(url: str) -> Iterator[Session]:
+    engine_ = make_engine(url)
+    try:
+        with session_factory(engine_)() as session:
+            yield session
+    finally:
+        engine_.dispose()
+
+
+def migrated(url: str) -> str:
+    engine_ = make_engine(url)
+    try:
+        upgrade_to_head(engine_)
+    finally:
+        engine_.dispose()
+    return url
+
+
+def fork_of(parent_session: Session, fork_session: Session, tick: int) -> ForkBackend:
+    past = past_backend(parent_session, tick)
+    assert past is not None
+    return ForkBackend(fork_session, past)
+
+
+def walk(
+    fork: Callable[[], ForkBackend], session: Session, avatars: list[str], steps: int, seed: int
+) -> None:
+    """``steps`` random admissible actions of ``avatars`` in turn, a transaction (and a
+    backend, as the server opens them) each."""
+    rng = random.Random(seed)
+    session.rollback()  # lock_world opens the transaction
+    for i in range(steps):
+        lock_world(session)
+        world = World(fork())
+        avatar = avatars[i % len(avatars)]
+        action = rng.choice(engine.observe(world, avatar).admissible)
+        engine.step(world, avatar, action)
+        world.commit()
+        session.commit()
+
+
+def hash_of(backend: Backend) -> str:
+    return World(backend).state_hash()
+
+
+def test_a_fork_is_its_parent_at_the_tick_and_goes_its_own_way(
+    server: AppServer, admin: Api, database_url: str, tmp_path: Path
+) -> None:
+    kind = "sqlite" if database_url.startswith("sqlite") else "postgres"
+    players = [Player(admin.agent(name), seed) for seed, name in enumerate(("ann", "bob"))]
+    for player in players:
+        player.play(12)
+    then = admin.get("/v1/world", params={"hash": "true"}).json()
+    for player in players:  # the parent moves on after the fork's tick
+        player.play(12)
+    parent_now = db_state(server.database_url)
+
+    with (
+        fresh_database(kind, _folder(tmp_path / "fork")) as fork_url,
+        sessions(server.database_url) as parent,
+    ):
+        with sessions(migrated(fork_url)) as own:
+            past = past_backend(parent, then["tick"])
+            assert past is not None
+            create_fork(own, past, then["tick"])
+            own.commit()
+            fork = fork_of(parent, own, then["tick"])
+            assert hash_of(fork) == then["state_hash"]  # the parent at the tick, not now
+            assert World(fork).tick == then["tick"]
+
+            walk(lambda: fork_of(parent, own, then["tick"]), own, ["ann", "bob"], 50, seed=11)
+            fork = fork_of(parent, own, then["tick"])
+            after = World(fork)
+            assert after.tick == then["tick"] + 50 and hash_of(fork) != then["state_hash"]
+            _check_places(fork)
+
+            # The fork's own log replayed over the parent at the tick rebuilds the fork.
+            rebuilt = world_at(session=parent, tick=then["tick"])
+            logged = own.execute(select(EventRow.__table__).order_by(EventRow.id)).mappings()
+            replay([dict(e) for e in logged], rebuilt)
+            assert hash_of(rebuilt) == hash_of(fork)
+
+            # A fork of the fork, at the fork's tick, starts where the fork stands.
+            with fresh_database(kind, _folder(tmp_path / "fork2")) as url2:
+                with sessions(migrated(url2)) as own2:
+                    fork_past = past_backend(own, after.tick, now=fork)
+                    assert fork_past is not None
+                    create_fork(own2, fork_past, after.tick)
+                    own2.commit()
+
+                    def fork2() -> ForkBackend:
+                        now = fork_of(parent, own, then["tick"])
+                        past = past_backend(own, after.tick, now=now)
+                        assert past is not None
+                        return ForkBackend(own2, past)
+
+                    assert hash_of(fork2()) == hash_of(fork)
+                    walk(fork2, own2, ["bob"], 10, seed=12)
+                    assert World(fork2()).tick == after.tick + 10
+                    assert hash_of(fork_of(parent, own, then["tick"])) == hash_of(fork)
+
+    assert db_state(server.database_url) == parent_now  # nothing in the parent changed
+
+
+def _check_places(backend: Backend) -> None:
+    """Every thing lies in one place or is held by one avatar that exists."""
+    rows = list(backend.dump())
+    avatars = {r["id"] for t, r in rows if t == "avatar"}
+    places = {r["id"] for t, r in rows if t == "place"}
+    for table, row in rows:
+        if table == "thing":
+            assert (row["place"] is None) != (row["holder"] is None), row
+            assert row["place"] in places or row["holder"] in avatars, row
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    return path

@@ -1,0 +1,192 @@
+"""A fork's store: a world database that holds only what the fork changed, read over its parent
+as it was at the fork's tick.
+
+A fork at tick T of a parent world starts as a database of its own with the schema and one
+world row (the parent's clock, ids and counters at T, :func:`create_fork`) and nothing else:
+making one costs the same whatever the parent holds. :class:`ForkBackend` reads an entity from
+the fork's own rows where the fork has written it, and otherwise from the parent at T
+(``world.store.past.PastBackend``); everything the fork's transactions change is written to its
+own rows, a removed thing that the parent still holds as a row of ``removed_things``. Nothing a
+fork does writes to its parent, and the parent moving on changes nothing the fork reads: the
+parent at T is the parent's rows with the images of what changed since T.
+
+A fork of a fork reads through its parent's :class:`ForkBackend` the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, text
+from sqlalchemy.orm import Session
+
+from world.entities import Avatar, Place, Region, Thing
+from world.state import Backend
+from world.store.backend import SqlBackend, WorldRow
+from world.store.database import is_sqlite
+from world.store.models import RemovedThingRow, ThingRow, WorldMetaRow
+from world.values import ChangeSet, Event, WorldMeta
+
+_THINGS = ThingRow.__table__
+_REMOVED = RemovedThingRow.__table__
+
+
+class ForkBackend:
+    """A :class:`world.state.Backend` over a fork's ``session`` and its ``parent`` at the
+    fork's tick (a ``PastBackend``)."""
+
+    def __init__(self, session: Session, parent: Backend) -> None:
+        self.own = SqlBackend(session)
+        self.parent = parent
+        self.session = session
+
+    def _shadowed(self, ids: Iterable[int]) -> set[int]:
+        """Which of the parent's things ``ids`` the fork has written or removed."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return set()
+        conn = self.session.connection()
+        own = conn.execute(select(_THINGS.c.id).where(_THINGS.c.id.in_(wanted))).scalars()
+        gone = conn.execute(select(_REMOVED.c.id).where(_REMOVED.c.id.in_(wanted))).scalars()
+        return {*own, *gone}
+
+    def _merge_things(self, own: list[Thing], parents: list[Thing]) -> list[Thing]:
+        shadowed = self._shadowed(t.id for t in parents)
+        kept = [t for t in parents if t.id not in shadowed]
+        return sorted([*own, *kept], key=lambda t: t.id)
+
+    # -- loading ---------------------------------------------------------------------------
+    def load_meta(self) -> WorldMeta:
+        return self.own.load_meta()
+
+    def load_region(self, rx: int, ry: int) -> Region | None:
+        return self.own.load_region(rx, ry) or self.parent.load_region(rx, ry)
+
+    def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        places = {p.id: p for p in self.parent.load_places_in(rx, ry)}
+        places.update({p.id: p for p in self.own.load_places_in(rx, ry)})
+        return [places[key] for key in sorted(places)]
+
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        own = self.own.load_things_in(places)
+        return self._merge_things(own, self.parent.load_things_in(places))
+
+    def load_inventory(self, avatar: str) -> list[Thing]:
+        own = self.own.load_inventory(avatar)
+        return self._merge_things(own, self.parent.load_inventory(avatar))
+
+    def load_thing(self, thing: int) -> Thing | None:
+        own = self.own.load_thing(thing)
+        if own is not None or thing in self._shadowed([thing]):
+            return own
+        return self.parent.load_thing(thing)
+
+    def load_avatar(self, avatar: str) -> Avatar | None:
+        return self.own.load_avatar(avatar) or self.parent.load_avatar(avatar)
+
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        own = {a.id: a for a in self.own.load_avatars_in(places)}
+        for avatar in self.parent.load_avatars_in(places):
+            if avatar.id not in own and self.own.load_avatar(avatar.id) is None:
+                own[avatar.id] = avatar  # not moved away in the fork
+        return [own[key] for key in sorted(own)]
+
+    # -- the clock, the counters and saving: the fork's own -------------------------------
+    def next_tick(self, tick: int) -> int:
+        return self.own.next_tick(tick)
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        self.own.reserve_ids(meta)
+
+    def save(self, changes: ChangeSet) -> None:
+        inherited = sorted(changes.removed - self._own_ids(changes.removed))
+        self.own.save(changes)
+        if inherited:
+            rows = [{"id": i, "tick": changes.meta.tick} for i in inherited]
+            self.session.connection().execute(insert(RemovedThingRow), rows)
+
+    def _own_ids(self, ids: Iterable[int]) -> set[int]:
+        wanted = sorted(ids)
+        if not wanted:
+            return set()
+        found = select(_THINGS.c.id).where(_THINGS.c.id.in_(wanted))
+        return set(self.session.connection().execute(found).scalars())
+
+    # -- dumping ---------------------------------------------------------------------------
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every entity of the fork in MemoryBackend's order: the parent's at the fork's tick
+        with the fork's own rows over them (the parent's things streamed, the rest held)."""
+        own: Rows = {"region": {}, "place": {}, "avatar": {}}
+        own_things: list[dict[str, Any]] = []
+        for table, row in self.own.dump():
+            if table == "world":
+                yield table, row
+            elif table == "thing":
+                own_things.append(row)
+            else:
+                own[table][_key(table, row)] = row
+        removed = set(self.session.connection().execute(select(_REMOVED.c.id)).scalars())
+        shadowed = removed | {row["id"] for row in own_things}
+        inherited: Rows = {"region": {}, "place": {}, "avatar": {}}
+        things = iter(own_things)
+        mine = next(things, None)
+        placed = False  # regions and places yielded (they come before the things)
+        for table, row in self.parent.dump():
+            if table in inherited:
+                inherited[table][_key(table, row)] = row
+            elif table == "thing":
+                if not placed:
+                    yield from _union("region", inherited, own)
+                    yield from _union("place", inherited, own)
+                    placed = True
+                while mine is not None and mine["id"] < row["id"]:
+                    yield "thing", mine
+                    mine = next(things, None)
+                if row["id"] not in shadowed:
+                    yield "thing", row
+        if not placed:  # a parent without things
+            yield from _union("region", inherited, own)
+            yield from _union("place", inherited, own)
+        while mine is not None:
+            yield "thing", mine
+            mine = next(things, None)
+        yield from _union("avatar", inherited, own)
+
+
+Rows = dict[str, dict[Any, dict[str, Any]]]  # table -> key -> row
+
+
+def _key(table: str, row: dict[str, Any]) -> Any:
+    return (row["rx"], row["ry"]) if table == "region" else row["id"]
+
+
+def _union(table: str, inherited: Rows, own: Rows) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The parent's rows of ``table`` with the fork's over them, in MemoryBackend's order."""
+    rows = {**inherited[table], **own[table]}
+    order = (lambda k: f"{k[0]},{k[1]}") if table == "region" else (lambda k: k)
+    for key in sorted(rows, key=order):
+        yield table, rows[key]
+
+
+def create_fork(session: Session, parent: Backend, tick: int) -> WorldRow:
+    """Write the world row of a new fork at ``tick`` into ``session``'s migrated, empty
+    database: the parent's meta at ``tick`` (``parent`` is the parent as it was then, a
+    ``PastBackend``), and a ``counters`` event at ``tick`` saying where its ids started, so
+    that the fork's own past can be read too. The caller commits."""
+    meta = parent.load_meta()
+    meta.tick = tick
+    row = WorldRow(meta, txn_seq=0, last_event_id=0)
+    session.execute(insert(WorldMetaRow).values(id=1, **row.values()))
+    if not is_sqlite(session):  # the clock's sequence resumes at the fork's tick
+        session.execute(text("SELECT setval('bigworld_ticks', :next, false)"), {"next": tick + 1})
+    started = Event(
+        tick,
+        "counters",
+        None,
+        (),
+        {"next_thing_id": meta.next_thing_id, "counters": dict(meta.counters)},
+    )
+    own = SqlBackend(session, row)
+    own.save(ChangeSet(meta=meta, events=[started]))
+    return row
