@@ -21,6 +21,7 @@ from world.rules import Rules, default_rules
 from world.store import Work, Writer, make_engine, session_factory
 from world.store.database import WRITE_OPTION
 from world.store.regions import Scope
+from world.store.worlds import Stores
 
 T = TypeVar("T")
 
@@ -35,6 +36,8 @@ class Runtime:
     # This process's world transactions, committed in batches by one thread (group commit).
     # Other processes over the same PostgreSQL meet at region locks (world.store.regions).
     writer: Writer
+    # The engines of the forks' stores (world.store.worlds), opened on first use.
+    stores: Stores = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     callers: CallerCache = field(default_factory=lambda: CallerCache(0.0))
     auth_failures: FailureThrottle = field(default_factory=lambda: FailureThrottle(0))
@@ -59,9 +62,13 @@ class Runtime:
             auth_failures=FailureThrottle(settings.auth_failures_per_min),
         )
 
+    def __post_init__(self) -> None:
+        self.stores = Stores(self.engine)
+
     def close(self) -> None:
-        """Finish the submitted world transactions, then release the database."""
+        """Finish the submitted world transactions, then release the databases."""
         self.writer.close()
+        self.stores.close()
         self.engine.dispose()
 
     @contextmanager

@@ -137,6 +137,46 @@ class WorldInfo(BaseModel):
     state_hash: str | None
 
 
+# -- worlds (forks) ------------------------------------------------------------------------
+WorldName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$", max_length=32)]
+
+
+class ForkCreate(Request):
+    from_: WorldName = Field(alias="from", description="the world forked: main or a fork")
+    at_tick: int = Field(ge=0, le=2**62, description="the fork is that world at the end of it")
+    name: WorldName | None = Field(None, description="generated when absent")
+
+
+class ForkOut(BaseModel):
+    name: str
+    parent: str
+    at_tick: int
+    tick: int
+    state_hash: str | None = Field(description="the fork's, equal to the parent's at at_tick")
+    created_at: float = Field(description="unix seconds")
+
+
+class ForkDeleted(BaseModel):
+    name: str
+    parent: str
+    at_tick: int
+    created_at: float
+
+
+class WorldSize(BaseModel):
+    rows: int = Field(description="entity rows the world's own store holds")
+    events: int = Field(description="events of its own log")
+
+
+class WorldListed(BaseModel):
+    name: str
+    parent: str | None = Field(description="null for main")
+    at_tick: int | None = Field(description="the parent's tick it was forked at; null for main")
+    tick: int
+    created_at: float | None
+    size: WorldSize
+
+
 # -- tasks ---------------------------------------------------------------------------------
 class TaskOut(BaseModel):
     id: str

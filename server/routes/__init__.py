@@ -14,6 +14,7 @@ from server.routes import (
     regions,
     tasks,
     world,
+    worlds,
 )
 
 ROUTERS = [
@@ -21,6 +22,7 @@ ROUTERS = [
     metrics.router,
     agents.router,
     world.router,
+    worlds.router,
     episodes.router,
     events.router,
     entities.router,

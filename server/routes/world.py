@@ -12,53 +12,41 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from sqlalchemy.orm import Session
 
+from server import worlds
 from server.dependencies import CallerDep, RuntimeDep, SessionDep
-from server.errors import Unprocessable
 from server.routes.common import ERRORS, AtTick
+from server.runtime import Runtime
 from server.schemas import WorldInfo
-from world.state import World
-from world.store import SqlBackend
-from world.store.history import counts, world_at
-from world.store.past import past_backend
 
 router = APIRouter(prefix="/v1/world", tags=["world"], responses=ERRORS)
+HashQuery = Annotated[
+    bool, Query(alias="hash", description="answer the state hash of the world now too")
+]
 
 
 @router.get("", response_model=WorldInfo)
-def world_info(
+def main_world(
     session: SessionDep,
     runtime: RuntimeDep,
     _caller: CallerDep,
     at_tick: AtTick = None,
-    with_hash: Annotated[
-        bool, Query(alias="hash", description="answer the state hash of the world now too")
-    ] = False,
+    with_hash: HashQuery = False,
 ) -> WorldInfo:
-    world = World(SqlBackend(session), runtime.rules)  # read-only: never committed
-    stored = counts(session=session)
-    if at_tick is not None:
-        if at_tick > world.tick:
-            raise Unprocessable(
-                f"expected a tick up to the world's, {world.tick}; got {at_tick}",
-                code="tick_in_future",
-                details={"tick": world.tick},
-            )
-        past = past_backend(session, at_tick) or world_at(
-            session=session, tick=at_tick, rules=runtime.rules
-        )
-        world = World(past, runtime.rules)
-        stored = dict.fromkeys(("regions", "places", "things", "avatars"), 0)
-        for table, _row in past.dump():
-            if table != "world":
-                stored[table + "s"] += 1
-    version = world.dynamics
+    return world_info(runtime, session, worlds.MAIN, at_tick, with_hash)
+
+
+def world_info(
+    runtime: Runtime, session: Session, name: str, at_tick: int | None, with_hash: bool
+) -> WorldInfo:
+    state = worlds.read(runtime, session, name, at_tick, with_hash)
     return WorldInfo(
-        seed=world.seed,
-        tick=world.tick,
-        season=world.season,
-        day=version.is_day(world.tick),
-        rules_version=version.version,
-        state_hash=world.state_hash() if with_hash or at_tick is not None else None,
-        **stored,
+        seed=state.seed,
+        tick=state.tick,
+        season=state.season,
+        day=state.day,
+        rules_version=state.rules_version,
+        state_hash=state.state_hash,
+        **state.counts,
     )

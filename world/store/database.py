@@ -32,8 +32,11 @@ WRITE_OPTION = "bigworld_write"  # execution option: begin this transaction IMME
 _WORLD = Base.metadata.tables["world_meta"]
 
 
-def make_engine(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 20) -> Engine:
-    """An engine for ``url`` with the pragmas and pool this project relies on."""
+def make_engine(
+    url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 20, schema: str | None = None
+) -> Engine:
+    """An engine for ``url`` with the pragmas and pool this project relies on; on PostgreSQL,
+    ``schema`` is where its unqualified names live (a fork's store, ``world.store.worlds``)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         # Last in, first out: the connections a steady load needs stay warm, and the others
@@ -48,7 +51,10 @@ def make_engine(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 
         return engine
     if parsed.drivername == "postgresql":
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
-    return create_engine(url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True)
+    options = {"options": f"-c search_path={schema}"} if schema else {}
+    return create_engine(
+        url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True, connect_args=options
+    )
 
 
 def fill_pool(engine: Engine) -> None:

@@ -117,6 +117,19 @@ class ThingRow(Base):
     tick: Mapped[int] = mapped_column(BigInteger)
 
 
+class ForkRow(Base):
+    """A fork of this database's world or of one of its forks (``world.store.worlds``):
+    ``location`` is its store, a SQLite file or a PostgreSQL schema."""
+
+    __tablename__ = "worlds"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    parent: Mapped[str] = mapped_column(String(32), index=True)
+    at_tick: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)  # unix seconds
+    location: Mapped[str] = mapped_column(Text)
+
+
 class RemovedThingRow(Base):
     """A thing a fork removed that its parent held at the fork's tick (``world.store.fork``)."""
 

@@ -1,0 +1,204 @@
+"""Forks over HTTP: make one at a tick of any world of the tree, list them, read one, delete
+one (``world.store.worlds`` keeps the registry and the stores, ``world.store.fork`` reads
+them). Translates store outcomes into the API's errors; routes stay thin."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from migrations import upgrade_to_head
+from server.errors import Conflict, NotFound, Unprocessable
+from server.runtime import Runtime
+from world.state import Backend, World
+from world.store import SqlBackend, session_factory
+from world.store.errors import StoreError
+from world.store.fork import create_fork
+from world.store.history import counts, world_at
+from world.store.models import EventRow, RemovedThingRow
+from world.store.past import past_backend
+from world.store.worlds import (
+    MAIN,
+    Fork,
+    add_fork,
+    drop_store,
+    get_fork,
+    has_forks,
+    lineage,
+    list_forks,
+    location_for,
+    make_store,
+    remove_fork,
+)
+
+
+@dataclass(frozen=True)
+class WorldState:
+    """One world as read: its clock, rules version, season, counts and (when asked) hash."""
+
+    seed: int
+    tick: int
+    season: str
+    day: bool
+    rules_version: int
+    counts: dict[str, int]
+    state_hash: str | None
+
+
+def _chain(session: Session, name: str) -> list[Fork]:
+    try:
+        return lineage(session, name)
+    except StoreError as exc:
+        raise NotFound(f"no world {name!r}", code="unknown_world") from exc
+
+
+@contextmanager
+def opened(runtime: Runtime, session: Session, name: str) -> Iterator[tuple[Backend, Session]]:
+    """World ``name`` as it is now (404 ``unknown_world``), over ``session`` of the main
+    world's database, and the session of its own store."""
+    chain = _chain(session, name)
+    with runtime.stores.backend(session, chain) as opened_world:
+        yield opened_world
+
+
+def read(
+    runtime: Runtime, session: Session, name: str, at_tick: int | None, with_hash: bool
+) -> WorldState:
+    """World ``name`` now, or at the end of ``at_tick`` (422 ``tick_in_future`` past its
+    clock); a fork before its own tick is its parent then."""
+    with opened(runtime, session, name) as (now, own):
+        world = World(now, runtime.rules)
+        if at_tick is None:
+            stored = counts(session=own) if name == MAIN else _counted(now)
+            return _state(world, stored, with_hash)
+        if at_tick > world.tick:
+            raise Unprocessable(
+                f"expected a tick up to the world's, {world.tick}; got {at_tick}",
+                code="tick_in_future",
+                details={"tick": world.tick},
+            )
+        fork = get_fork(session, name) if name != MAIN else None
+        if fork is not None and at_tick < fork.at_tick:
+            return read(runtime, session, fork.parent, at_tick, with_hash)
+        past: Backend | None = past_backend(own, at_tick, now=None if name == MAIN else now)
+        if past is None:  # a log from before counters events: only the main world has one
+            past = world_at(session=own, tick=at_tick, rules=runtime.rules)
+        return _state(World(past, runtime.rules), _counted(past), True)
+
+
+def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: str | None) -> Fork:
+    """Fork ``parent`` at the end of ``at_tick`` as ``name`` (generated when None)."""
+    name = name or f"fork-{secrets.token_hex(4)}"
+    if name == MAIN or get_fork(session, name) is not None:
+        raise Conflict(f"a world named {name!r} exists", code="world_exists")
+    with opened(runtime, session, parent) as (now, own):
+        tick = World(now).tick
+        if at_tick > tick:
+            raise Unprocessable(
+                f"expected a tick up to {parent!r}'s, {tick}; got {at_tick}",
+                code="tick_in_future",
+                details={"tick": tick},
+            )
+        made_at = get_fork(session, parent)
+        if made_at is not None and at_tick < made_at.at_tick:
+            raise Unprocessable(
+                f"{parent!r} starts at tick {made_at.at_tick}; fork {made_at.parent!r} for "
+                f"tick {at_tick}",
+                code="tick_before_fork",
+                details={"at_tick": made_at.at_tick},
+            )
+        past = past_backend(own, at_tick, now=None if parent == MAIN else now)
+        if past is None:
+            raise Unprocessable(
+                f"the log cannot say where the world's ids stood at tick {at_tick} (it was "
+                "written before counters events); fork at a later tick",
+                code="tick_unreadable",
+            )
+        fork = Fork(name, parent, at_tick, time.time(), location_for(runtime.engine, name))
+        engine = make_store(runtime.engine, fork.location)
+        try:
+            upgrade_to_head(engine)
+            with session_factory(engine)() as store:
+                create_fork(store, past, at_tick)
+                store.commit()
+        finally:
+            engine.dispose()
+    try:
+        add_fork(session, fork)
+        session.commit()
+    except IntegrityError as exc:  # made at the same moment by another request
+        session.rollback()
+        raise Conflict(f"a world named {name!r} exists", code="world_exists") from exc
+    return fork
+
+
+def delete(runtime: Runtime, session: Session, name: str) -> Fork:
+    """Remove fork ``name`` and its store; never main, never a fork that has forks."""
+    if name == MAIN:
+        raise Conflict("the main world cannot be deleted", code="world_is_main")
+    fork = get_fork(session, name)
+    if fork is None:
+        raise NotFound(f"no world {name!r}", code="unknown_world")
+    if has_forks(session, name):
+        raise Conflict(f"{name!r} has forks; delete them first", code="world_has_forks")
+    remove_fork(session, name)
+    session.commit()
+    runtime.stores.forget(name)
+    drop_store(runtime.engine, fork.location)
+    return fork
+
+
+@dataclass(frozen=True)
+class Listed:
+    fork: Fork | None  # None: the main world
+    tick: int
+    rows: int  # entity rows of its own store
+    events: int  # of its own log
+
+
+def listing(runtime: Runtime, session: Session, after: str | None, limit: int) -> list[Listed]:
+    """Main first, then the forks by name, ``limit`` of them after ``after``."""
+    worlds: list[Fork | None] = [] if after is not None else [None]
+    worlds += list_forks(session, after=after, limit=limit + 1 - len(worlds))
+    out = []
+    for fork in worlds:
+        if fork is None:
+            out.append(Listed(None, World(SqlBackend(session)).tick, *_size(session)))
+            continue
+        with session_factory(runtime.stores.engine(fork))() as own:
+            out.append(Listed(fork, World(SqlBackend(own)).tick, *_size(own)))
+    return out
+
+
+def _size(session: Session) -> tuple[int, int]:
+    rows = sum(counts(session=session).values())
+    rows += session.scalar(select(func.count()).select_from(RemovedThingRow)) or 0
+    return rows, session.scalar(select(func.count()).select_from(EventRow)) or 0
+
+
+def _state(world: World, stored: dict[str, int], with_hash: bool) -> WorldState:
+    version = world.dynamics
+    return WorldState(
+        seed=world.seed,
+        tick=world.tick,
+        season=world.season,
+        day=version.is_day(world.tick),
+        rules_version=version.version,
+        counts=stored,
+        state_hash=world.state_hash() if with_hash else None,
+    )
+
+
+def _counted(backend: Backend) -> dict[str, int]:
+    """Regions, places, things and avatars of a world read through a backend (a read of the
+    whole world: a fork holds only what it changed)."""
+    found = Counter(table for table, _row in backend.dump() if table != "world")
+    return {f"{table}s": found[table] for table in ("region", "place", "thing", "avatar")}

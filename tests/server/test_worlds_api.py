@@ -1,0 +1,100 @@
+"""Forks over HTTP (/v1/worlds): a fork is its parent at the tick, hash included, and making,
+listing, reading and deleting forks never changes the parent; bad requests change nothing."""
+
+from __future__ import annotations
+
+from harness import ADMIN_TOKEN, Api, AppServer, db_state
+from workload import Player
+
+
+def _fork(admin: Api, **body: object) -> dict:
+    made = admin.post("/v1/worlds", json=body)
+    assert made.status_code == 201, made.text
+    return made.json()
+
+
+def test_a_fork_is_the_world_at_the_tick_and_leaves_it_alone(server: AppServer, admin: Api) -> None:
+    players = [Player(admin.agent(name), seed) for seed, name in enumerate(("ann", "bob"))]
+    for player in players:
+        player.play(10)
+    then = admin.get("/v1/world", params={"hash": "true"}).json()
+    for player in players:
+        player.play(10)
+    before = db_state(server.database_url)
+    now = admin.get("/v1/world", params={"hash": "true"}).json()
+
+    made = _fork(admin, **{"from": "main", "at_tick": then["tick"], "name": "exp-1"})
+    assert made["name"] == "exp-1" and made["parent"] == "main"
+    assert made["at_tick"] == made["tick"] == then["tick"]
+    assert made["state_hash"] == then["state_hash"]
+    read = admin.get("/v1/worlds/exp-1/world", params={"hash": "true"}).json()
+    assert read == then  # the whole world info: clock, season, counts and hash
+    assert admin.get("/v1/worlds/main/world", params={"hash": "true"}).json() == now
+    # Before its own tick a fork is its parent then.
+    early = admin.get("/v1/worlds/exp-1/world", params={"at_tick": 3}).json()
+    assert early == admin.get("/v1/world", params={"at_tick": 3}).json()
+
+    generated = _fork(admin, **{"from": "exp-1", "at_tick": then["tick"]})  # a fork of a fork
+    assert generated["name"].startswith("fork-") and generated["parent"] == "exp-1"
+    assert generated["state_hash"] == then["state_hash"]
+
+    listed = admin.get("/v1/worlds").json()
+    names = [w["name"] for w in listed["items"]]
+    assert names == ["main", *sorted(["exp-1", generated["name"]])]
+    main = listed["items"][0]
+    assert main["parent"] is None and main["tick"] == now["tick"] and main["size"]["rows"] > 0
+    exp = next(w for w in listed["items"] if w["name"] == "exp-1")
+    assert exp["tick"] == then["tick"] and exp["size"] == {"rows": 0, "events": 1}
+    page = admin.get("/v1/worlds", params={"limit": 1}).json()
+    assert [w["name"] for w in page["items"]] == ["main"] and page["next_cursor"] == "main"
+
+    refused = admin.delete("/v1/worlds/exp-1")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "world_has_forks"
+    assert admin.delete(f"/v1/worlds/{generated['name']}").status_code == 200
+    gone = admin.delete("/v1/worlds/exp-1")
+    assert gone.status_code == 200 and gone.json()["at_tick"] == then["tick"]
+    assert [w["name"] for w in admin.get("/v1/worlds").json()["items"]] == ["main"]
+    assert admin.get("/v1/worlds/exp-1/world").status_code == 404
+    assert db_state(server.database_url) | {"worlds": 0} == before | {"worlds": 0}
+    assert admin.get("/v1/world", params={"hash": "true"}).json() == now
+
+
+def test_a_fork_survives_a_restart(server: AppServer, admin: Api) -> None:
+    Player(admin.agent("ann"), 1).play(6)
+    made = _fork(admin, **{"from": "main", "at_tick": 4, "name": "kept"})
+    server.restart()
+    read = Api(server, ADMIN_TOKEN).get("/v1/worlds/kept/world", params={"hash": "true"})
+    assert read.status_code == 200 and read.json()["state_hash"] == made["state_hash"]
+
+
+def test_bad_forks_are_refused_and_make_nothing(server: AppServer, admin: Api) -> None:
+    ann = admin.agent("ann")
+    Player(ann, 2).play(4)
+    tick = admin.get("/v1/world").json()["tick"]
+    _fork(admin, **{"from": "main", "at_tick": 2, "name": "late"})
+    others = [admin.agent(f"an-{role}", role) for role in ("policy", "observer")]
+    before = db_state(server.database_url)
+    cases = [
+        ({"from": "main", "at_tick": tick + 1}, 422, "tick_in_future"),
+        ({"from": "main", "at_tick": -1}, 422, "validation_error"),
+        ({"from": "nowhere", "at_tick": 0}, 404, "unknown_world"),
+        ({"from": "main", "at_tick": 0, "name": "late"}, 409, "world_exists"),
+        ({"from": "main", "at_tick": 0, "name": "main"}, 409, "world_exists"),
+        ({"from": "late", "at_tick": 1}, 422, "tick_before_fork"),
+    ]
+    cases += [
+        ({"from": "main", "at_tick": 0, "name": bad}, 422, "validation_error")
+        for bad in ("Exp", "1st", "a_b", "x" * 33, "")
+    ]
+    for body, status, code in cases:
+        reply = admin.post("/v1/worlds", json=body)
+        assert reply.status_code == status, (body, reply.text)
+        assert reply.json()["error"]["code"] == code, (body, reply.text)
+    for other in others:
+        assert other.post("/v1/worlds", json={"from": "main", "at_tick": 0}).status_code == 403
+        assert other.delete("/v1/worlds/late").status_code == 403
+    assert admin.delete("/v1/worlds/main").json()["error"]["code"] == "world_is_main"
+    assert admin.delete("/v1/worlds/nowhere").status_code == 404
+    after = db_state(server.database_url)
+    assert after["hash"] == before["hash"] and after["worlds"] == before["worlds"] == 1
+    assert [w["name"] for w in admin.get("/v1/worlds").json()["items"]] == ["main", "late"]

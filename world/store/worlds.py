@@ -1,0 +1,166 @@
+"""A world's forks: the registry, where each fork's store lives, and reading any world of the
+tree as it is.
+
+The main world's database keeps the registry (``worlds``: name, parent, tick, when, where). A
+fork's store (``world.store.fork``) is a SQLite file ``forks/<name>.db`` in the main world's
+folder, or on PostgreSQL a schema ``fork_<name>`` of the main world's database; it holds the
+whole schema, migrated to head, with only what the fork changed in it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, delete, func, select, text
+from sqlalchemy.orm import Session
+
+from world.state import Backend
+from world.store.backend import SqlBackend
+from world.store.database import make_engine, session_factory
+from world.store.errors import StoreError
+from world.store.fork import ForkBackend
+from world.store.models import ForkRow
+from world.store.past import past_backend
+
+MAIN = "main"
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class Fork:
+    name: str
+    parent: str
+    at_tick: int
+    created_at: float  # unix seconds
+    location: str  # a SQLite file, or a PostgreSQL schema
+
+    @classmethod
+    def from_row(cls, row: ForkRow) -> Fork:
+        return cls(row.name, row.parent, row.at_tick, row.created_at, row.location)
+
+
+# -- the registry (in the main world's database) -----------------------------------------------
+def get_fork(session: Session, name: str) -> Fork | None:
+    row = session.get(ForkRow, name)
+    return None if row is None else Fork.from_row(row)
+
+
+def list_forks(session: Session, *, after: str | None = None, limit: int = 1000) -> list[Fork]:
+    stmt = select(ForkRow).order_by(ForkRow.name).limit(limit)
+    if after is not None:
+        stmt = stmt.where(ForkRow.name > after)
+    return [Fork.from_row(r) for r in session.scalars(stmt)]
+
+
+def has_forks(session: Session, name: str) -> bool:
+    found = session.scalar(select(func.count()).where(ForkRow.parent == name))
+    return bool(found)
+
+
+def add_fork(session: Session, fork: Fork) -> None:
+    session.add(ForkRow(**fork.__dict__))
+
+
+def remove_fork(session: Session, name: str) -> None:
+    session.execute(delete(ForkRow).where(ForkRow.name == name))
+
+
+def lineage(session: Session, name: str) -> list[Fork]:
+    """``name``'s forks from the oldest below main down to ``name`` itself (empty for main)."""
+    chain: list[Fork] = []
+    while name != MAIN:
+        fork = get_fork(session, name)
+        if fork is None:
+            raise StoreError(f"no world {name!r}")
+        chain.append(fork)
+        name = fork.parent
+    return chain[::-1]
+
+
+# -- stores ------------------------------------------------------------------------------------
+def location_for(main: Engine, name: str) -> str:
+    """Where fork ``name``'s store goes: a file beside the main world's, or a schema."""
+    if main.dialect.name == "sqlite":
+        database = main.url.database
+        if not database or database == ":memory:":
+            raise StoreError("forks need the main world in a SQLite file, not in memory")
+        return str(Path(database).resolve().parent / "forks" / f"{name}.db")
+    return "fork_" + name.replace("-", "_")  # names have no '_': one schema per name
+
+
+def open_store(main: Engine, location: str) -> Engine:
+    if main.dialect.name == "sqlite":
+        return make_engine(f"sqlite:///{location}", pool_size=5)
+    url = main.url.render_as_string(hide_password=False)
+    return make_engine(url, pool_size=5, schema=location)
+
+
+def make_store(main: Engine, location: str) -> Engine:
+    """A new, empty store at ``location`` (any leftover there removed), for the caller to
+    migrate to head."""
+    drop_store(main, location)
+    if main.dialect.name == "sqlite":
+        Path(location).parent.mkdir(mode=0o700, exist_ok=True)
+    else:
+        with main.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{location}"'))
+            conn.commit()
+    return open_store(main, location)
+
+
+def drop_store(main: Engine, location: str) -> None:
+    if main.dialect.name == "sqlite":
+        for path in Path(location).parent.glob(Path(location).name + "*"):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        return
+    with main.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{location}" CASCADE'))
+        conn.commit()
+
+
+# -- reading a world of the tree -------------------------------------------------------------
+class Stores:
+    """The engines of the forks' stores of one main world, opened on first use."""
+
+    def __init__(self, main: Engine) -> None:
+        self.main = main
+        self._engines: dict[str, Engine] = {}
+
+    def engine(self, fork: Fork) -> Engine:
+        if fork.name not in self._engines:
+            self._engines[fork.name] = open_store(self.main, fork.location)
+        return self._engines[fork.name]
+
+    def forget(self, name: str) -> None:
+        engine = self._engines.pop(name, None)
+        if engine is not None:
+            engine.dispose()
+
+    def close(self) -> None:
+        for name in list(self._engines):
+            self.forget(name)
+
+    @contextmanager
+    def backend(self, main: Session, chain: list[Fork]) -> Iterator[tuple[Backend, Session]]:
+        """The world at the end of ``chain`` (``lineage``) as it is now, and the session of
+        its own store (``main`` for the main world): a fork reads through its parent as it
+        was at the fork's tick."""
+        with ExitStack() as stack:
+            backend: Backend = SqlBackend(main)
+            session, parent = main, None
+            for fork in chain:
+                own = stack.enter_context(session_factory(self.engine(fork))())
+                past = past_backend(session, fork.at_tick, now=parent)
+                if past is None:
+                    raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
+                backend = parent = ForkBackend(own, past)
+                session = own
+            yield backend, session
