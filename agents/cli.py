@@ -1,5 +1,5 @@
-"""The agent side of the ``bigworld`` command line: ``history`` now; ``agent run``, ``model``,
-``train``, ``demo`` and ``report`` register here as they arrive.
+"""The agent side of the ``bigworld`` command line: ``history`` and ``world`` here; ``agent
+run``, ``model``, ``train`` and ``demo`` register from their modules.
 
 ``server.cli`` forwards every command it does not own to :func:`main` with the full argument
 list after ``bigworld`` (``["history", "episodes", "--limit", "5"]``).
@@ -245,6 +245,59 @@ def add_event_filters(parser: argparse.ArgumentParser) -> None:
 def filters(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     given = {name: getattr(args, name, None) for name in names}
     return {name: value for name, value in given.items() if value is not None}
+
+
+# --- worlds ----------------------------------------------------------------------------------
+
+WORLD_COLUMNS = ("name", "parent", "at_tick", "tick", "size", "created_at")
+
+
+@command("world")
+def register_world(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    world = sub.add_parser(
+        "world",
+        help="fork, list and delete worlds",
+        description="Forks: a copy of a world as it was at the end of a tick, that never "
+        "touches its parent (making and deleting one needs an admin token).",
+    )
+    verbs = world.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    fork = verbs.add_parser("fork", help="fork a world at a tick", description="Fork a world.")
+    add_server_options(fork)
+    fork.add_argument("--from", dest="source", default="main", help="the world forked")
+    fork.add_argument("--at-tick", type=at_least(0), required=True, help="its tick to fork at")
+    fork.add_argument("--name", help="the fork's name (default: generated)")
+    fork.set_defaults(run=run_world_fork)
+
+    listing = verbs.add_parser("list", help="list worlds", description="List main and forks.")
+    add_server_options(listing)
+    listing.add_argument("--format", choices=("table", "jsonl"), default="table")
+    listing.set_defaults(run=run_world_list)
+
+    drop = verbs.add_parser(
+        "delete", help="delete a fork", description="Delete a fork and all only it holds."
+    )
+    add_server_options(drop)
+    drop.add_argument("name")
+    drop.set_defaults(run=run_world_delete)
+
+
+def run_world_fork(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        print(json.dumps(client.fork_world(args.source, args.at_tick, args.name), sort_keys=True))
+    return 0
+
+
+def run_world_list(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        print_rows(client.worlds(), args.format, WORLD_COLUMNS)
+    return 0
+
+
+def run_world_delete(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        print(json.dumps(client.delete_world(args.name), sort_keys=True))
+    return 0
 
 
 # --- history ---------------------------------------------------------------------------------

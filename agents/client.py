@@ -336,6 +336,12 @@ def _at(at_tick: int | None) -> dict[str, Any]:
     return _given(at_tick=at_tick)
 
 
+def _fork_request(source: str, at_tick: int, name: str | None) -> Request:
+    # Not resent: a fork made before a lost answer would meet its own name (409).
+    body = {"from": source, "at_tick": at_tick, **_given(name=name)}
+    return Request("POST", "/v1/worlds", json=body, resendable=False)
+
+
 def _world_request(at_tick: int | None, state_hash: bool) -> Request:
     return Request(
         "GET", "/v1/world", params={**_at(at_tick), **({"hash": "true"} if state_hash else {})}
@@ -466,6 +472,17 @@ class BigWorldClient:
 
     def episode(self, episode_id: Id) -> Record:
         return self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
+
+    def fork_world(self, source: str, at_tick: int, name: str | None = None) -> Record:
+        """Fork world ``source`` (``main`` or a fork) at the end of ``at_tick`` (admin)."""
+        return self.run(_call(_fork_request(source, at_tick, name)))
+
+    def worlds(self, *, page_size: int | None = None) -> Iterator[Record]:
+        """The main world, then its forks by name."""
+        return self._pages("/v1/worlds", {"limit": page_size})
+
+    def delete_world(self, name: str) -> Record:
+        return self.run(_call(Request("DELETE", f"/v1/worlds/{name}")))
 
     def episodes(self, *, page_size: int | None = None, **filters: Any) -> Iterator[Record]:
         """Every episode matching ``filters`` (the route's query parameters), page by page."""
@@ -624,6 +641,15 @@ class AsyncBigWorldClient:
 
     async def episode(self, episode_id: Id) -> Record:
         return await self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
+
+    async def fork_world(self, source: str, at_tick: int, name: str | None = None) -> Record:
+        return await self.run(_call(_fork_request(source, at_tick, name)))
+
+    def worlds(self, *, page_size: int | None = None) -> AsyncIterator[Record]:
+        return self._pages("/v1/worlds", {"limit": page_size})
+
+    async def delete_world(self, name: str) -> Record:
+        return await self.run(_call(Request("DELETE", f"/v1/worlds/{name}")))
 
     def episodes(self, *, page_size: int | None = None, **filters: Any) -> AsyncIterator[Record]:
         return self._pages("/v1/episodes", {**filters, "limit": page_size})

@@ -32,7 +32,14 @@ from server import memory
 from server.settings import Settings
 
 OWN_COMMANDS = {"serve", "db", "report"}
-AGENT_COMMANDS = {"agent", "history", "model", "train", "demo"}  # agents.cli's; others are misuse
+AGENT_COMMANDS = {
+    "agent",
+    "history",
+    "model",
+    "train",
+    "demo",
+    "world",
+}  # agents.cli's; others are misuse
 AGENT_SUBCOMMANDS_HERE = {"create"}
 
 
