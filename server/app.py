@@ -15,12 +15,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from migrations import startup_lock, upgrade_to_head
 from server.auth import bootstrap_admin
 from server.background import background_work
-from server.dependencies import plain_text_parameters
+from server.dependencies import enter_world, plain_text_parameters
 from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import Metrics
 from server.openenv import mount as mount_openenv
-from server.routes import ROUTERS
+from server.routes import ROUTERS, WORLD_ROUTERS
 from server.runtime import Runtime
 from server.settings import Settings
 from world.store import ensure_world
@@ -50,11 +50,13 @@ def _prepare_world(runtime: Runtime) -> None:
 
 class RequestMetrics:
     """ASGI middleware counting requests by method, route template and status, and timing
-    them by method and route template."""
+    them by method and route template. A world's routes are mounted with a prefix that their
+    templates leave out: it is put back (``/v1``, or ``/v1/worlds/{world}``)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self.world_routes = {id(route) for router in WORLD_ROUTERS for route in router.routes}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,6 +76,9 @@ class RequestMetrics:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", "unmatched")
+            if id(route) in self.world_routes:
+                forked = "world" in scope.get("path_params", {})
+                path = ("/v1/worlds/{world}" if forked else "/v1") + path
             self.metrics.request(scope["method"], path, status, time.perf_counter() - started)
 
 
@@ -107,6 +112,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    for router in WORLD_ROUTERS:
+        app.include_router(router, prefix="/v1")
+        app.include_router(router, prefix="/v1/worlds/{world}", dependencies=[Depends(enter_world)])
     mount_openenv(app, runtime)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

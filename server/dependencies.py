@@ -9,26 +9,43 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from server.auth import admit, check_role, digest_of, look_up
 from server.credentials import Caller
-from server.errors import Unprocessable
+from server.errors import NotFound, Unprocessable
 from server.runtime import Runtime
+from server.worlds import enlist
 
 
-async def get_runtime(request: Request) -> Runtime:
+async def get_main_runtime(request: Request) -> Runtime:
     return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+MainRuntimeDep = Annotated[Runtime, Depends(get_main_runtime)]
+
+
+async def get_runtime(request: Request, main: MainRuntimeDep) -> Runtime:
+    """The runtime of the world the path names (``/v1/worlds/{world}/…``), else the main
+    world's; 404 ``unknown_world`` for a world that does not exist."""
+    name = request.path_params.get("world")
+    if name is None:
+        return main
+    runtime = main.forks.get(name) or await run_in_threadpool(main.world, name)
+    if runtime is None:
+        raise NotFound(f"no world {name!r}", code="unknown_world")
+    return runtime
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 def get_session(runtime: RuntimeDep) -> Iterator[Session]:
-    """A read session; write paths use ``Runtime.world_transaction`` instead."""
-    with runtime.sessions() as session:
+    """A read session of the world served (a fork's reads through its parent); write paths
+    use ``Runtime.world_transaction`` instead."""
+    with runtime.sessions() as session, runtime.parents(session):
         yield session
 
 
@@ -37,11 +54,11 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 async def get_caller(
     request: Request,
-    runtime: RuntimeDep,
+    runtime: MainRuntimeDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Caller:
     """``server.auth.authenticate``, with its database read (a token not cached) in the
-    thread pool."""
+    thread pool. Accounts are the main world's: a token works in every world."""
     # The peer's address as uvicorn sees it: behind a proxy, every client shares the proxy's.
     address = request.client.host if request.client is not None else "unknown"
     digest = digest_of(runtime, authorization, address)
@@ -52,6 +69,17 @@ async def get_caller(
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def enter_world(
+    world: Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,31}$", max_length=32)],
+    runtime: RuntimeDep,
+    caller: CallerDep,
+) -> None:
+    """The routes of a world named in the path (``/v1/worlds/{world}/…``): a fork's store
+    gets a row for each agent acting in it (its episodes and judgments refer to one)."""
+    if runtime.lineage and caller.id not in runtime.members:
+        await run_in_threadpool(enlist, runtime, caller)
 
 
 def role(*roles: str) -> object:

@@ -26,7 +26,7 @@ from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, families, oracle, tasks
 from world.errors import ActionError, TaskError
 from world.state import World
-from world.store import SqlBackend, Work, WorldRow, records
+from world.store import Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
 from world.store.regions import Scope
 
@@ -65,7 +65,9 @@ def begin(
     now = time.time()
 
     def work(session: Session, world_row: WorldRow) -> EpisodeStarted:
-        world = World(SqlBackend(session, world_row), runtime.rules)
+        world = World(runtime.backend(session, world_row), runtime.rules)
+        if world.backend.load_avatar(avatar) is None:  # a fork made before the agent was
+            world.add_avatar(avatar, caller.name)  # placed as a newcomer, as in a new world
         current = records.open_episode(session=session, avatar_id=avatar)
         if current is not None and _idle(runtime, current, now):
             _abandon(runtime, session, world, current, now)
@@ -186,7 +188,7 @@ def _step_transaction(
                     details={"step": index, "recorded_action": recorded.action},
                 )
             return step_out(recorded)
-        world = World(SqlBackend(session, world_row), runtime.rules)
+        world = World(runtime.backend(session, world_row), runtime.rules)
         if _idle(runtime, episode, now):
             _abandon(runtime, session, world, episode, now)
             world.commit()
@@ -254,7 +256,7 @@ def abandon(runtime: Runtime, caller: Caller, episode_id: int) -> EpisodeRow:
             caller, episode_id, records.get_episode(session=session, episode_id=episode_id)
         )
         _require_open(episode)
-        world = World(SqlBackend(session, world_row), runtime.rules)
+        world = World(runtime.backend(session, world_row), runtime.rules)
         _abandon(runtime, session, world, episode, time.time())
         world.commit()
         session.commit()
@@ -271,7 +273,7 @@ def reap_idle(runtime: Runtime) -> int:
         idle = records.idle_episodes(
             session=session, before=now - runtime.settings.episode_idle_timeout_s
         )
-        world = World(SqlBackend(session, world_row), runtime.rules)
+        world = World(runtime.backend(session, world_row), runtime.rules)
         for episode in idle:
             _abandon(runtime, session, world, episode, now)
         world.commit()
@@ -285,7 +287,7 @@ def heartbeat(runtime: Runtime) -> int:
     """Advance the world's tick by one, logged as a ``tick`` input; returns the new tick."""
 
     def work(session: Session, world_row: WorldRow) -> int:
-        world = World(SqlBackend(session, world_row), runtime.rules)
+        world = World(runtime.backend(session, world_row), runtime.rules)
         tick = engine.heartbeat(world)
         world.commit()
         session.commit()
@@ -303,7 +305,9 @@ def expert(runtime: Runtime, caller: Caller, episode_id: int) -> ExpertHint:
             raise NotFound(f"no episode {episode_id}")
         _require_open(episode)
         task = records.episode_task(session=session, episode=episode)
-        world = World(SqlBackend(session, world_row), runtime.rules)  # read only: never committed
+        world = World(
+            runtime.backend(session, world_row), runtime.rules
+        )  # read only: never committed
         found = oracle.plan(world, task, episode.avatar_id)
         action = found.actions[0] if found and found.actions else None
         hint = ExpertHint(

@@ -1,10 +1,17 @@
 """What one server process holds between requests: settings, the database engine, the writer
 (group commit), the rate limiter, the credential cache and throttle, and the metrics. Built
-once by ``create_app`` and kept on ``app.state``."""
+once by ``create_app`` and kept on ``app.state``.
+
+A fork (``world.store.worlds``) is served by a runtime of its own over its store, made on its
+first request (:meth:`Runtime.world`): its own engine and writer, the main world's limiter,
+credentials and metrics. Its transactions read through its parent as it was at the fork's tick
+(:meth:`Runtime.parents`), and :meth:`Runtime.backend` is the one way the server opens a
+world's backend, a fork's or the main world's."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,10 +25,16 @@ from server.limits import RateLimiter
 from server.metrics import Metrics
 from server.settings import Settings
 from world.rules import Rules, default_rules
-from world.store import Work, Writer, make_engine, session_factory
+from world.state import Backend
+from world.store import SqlBackend, Work, WorldRow, Writer, make_engine, session_factory
 from world.store.database import WRITE_OPTION
+from world.store.errors import StoreError
+from world.store.fork import ForkBackend
+from world.store.past import past_backend
 from world.store.regions import Scope
-from world.store.worlds import Stores
+from world.store.worlds import MAIN, Fork, Stores, lineage
+
+_PAST = "bigworld_past"  # session.info: a fork's parent at its tick, for its backend
 
 T = TypeVar("T")
 
@@ -36,11 +49,16 @@ class Runtime:
     # This process's world transactions, committed in batches by one thread (group commit).
     # Other processes over the same PostgreSQL meet at region locks (world.store.regions).
     writer: Writer
-    # The engines of the forks' stores (world.store.worlds), opened on first use.
-    stores: Stores = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     callers: CallerCache = field(default_factory=lambda: CallerCache(0.0))
     auth_failures: FailureThrottle = field(default_factory=lambda: FailureThrottle(0))
+    # The world served: none for main; for a fork, its lineage from main's first fork down.
+    lineage: list[Fork] = field(default_factory=list)
+    # The engines of the forks' stores, and the forks' runtimes by name (the main world's).
+    stores: Stores = field(init=False)
+    forks: dict[str, Runtime] = field(default_factory=dict)
+    # A fork's: the agents its store holds a row for (server.worlds.enlist).
+    members: set[int] = field(default_factory=set)
 
     @classmethod
     def build(cls, settings: Settings) -> Runtime:
@@ -67,9 +85,79 @@ class Runtime:
 
     def close(self) -> None:
         """Finish the submitted world transactions, then release the databases."""
+        for name in list(self.forks):
+            self.forget(name)
         self.writer.close()
         self.stores.close()
         self.engine.dispose()
+
+    # -- the worlds of the tree ------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.lineage[-1].name if self.lineage else MAIN
+
+    def world(self, name: str) -> Runtime | None:
+        """The runtime serving world ``name`` (this one for main), made on first use; None
+        for a world that does not exist. Only the main world's runtime makes them."""
+        if name == MAIN:
+            return self
+        if name not in self.forks:
+            with self.sessions() as session:
+                try:
+                    chain = lineage(session, name)
+                except StoreError:
+                    return None
+            engine = self.stores.engine(chain[-1])
+            self.forks[name] = dataclasses.replace(
+                self,
+                engine=engine,
+                sessions=session_factory(engine),
+                writer=Writer(
+                    engine, on_commit=self.metrics.world_commit, on_wait=self.metrics.world_wait
+                ),
+                lineage=chain,
+                forks={},
+                members=set(),
+            )
+            self.forks[name].stores = self.stores  # the main world's: the chain's engines
+        return self.forks[name]
+
+    def forget(self, name: str) -> None:
+        """Stop serving fork ``name`` (before its store is dropped)."""
+        fork = self.forks.pop(name, None)
+        if fork is not None:
+            fork.writer.close()
+        self.stores.forget(name)
+
+    @contextmanager
+    def parents(self, session: Session) -> Iterator[None]:
+        """For the span, ``session`` of a fork's store reads through its parent as it was at
+        the fork's tick (:meth:`backend`); nothing for the main world."""
+        if not self.lineage:
+            yield
+            return
+        fork = self.lineage[-1]
+        with (
+            self.main_sessions() as main,
+            self.stores.backend(main, self.lineage[:-1]) as (parent, parent_session),
+        ):
+            past = past_backend(parent_session, fork.at_tick, now=parent)
+            if past is None:
+                raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
+            session.info[_PAST] = past
+            try:
+                yield
+            finally:
+                session.info.pop(_PAST, None)
+
+    def main_sessions(self) -> Session:
+        return session_factory(self.stores.main)()
+
+    def backend(self, session: Session, world_row: WorldRow | None = None) -> Backend:
+        """The backend of this runtime's world over ``session`` (one of its transactions)."""
+        if not self.lineage:
+            return SqlBackend(session, world_row)
+        return ForkBackend(session, session.info[_PAST], world_row)
 
     @contextmanager
     def world_transaction_unlocked(self) -> Iterator[Session]:
@@ -85,9 +173,19 @@ class Runtime:
         its commit with others). ``session.commit()`` keeps the work done so far; raising, or
         returning without committing, drops what was not kept, and nothing else. With a
         ``scope`` (PostgreSQL) it locks what the scope's avatar can reach, not the world."""
-        return self.writer.run(work, scope)
+        return self.writer.run(self._within_parents(work), scope)
 
     async def world_transaction_async(self, work: Work[T], scope: Scope | None = None) -> T:
         """:meth:`world_transaction` for the event loop: it waits for the commit without
         holding a thread (the hot routes, whose every trip through the thread pool shows)."""
-        return await asyncio.wrap_future(self.writer.submit(work, scope))
+        return await asyncio.wrap_future(self.writer.submit(self._within_parents(work), scope))
+
+    def _within_parents(self, work: Work[T]) -> Work[T]:
+        if not self.lineage:
+            return work
+
+        def within(session: Session, world_row: WorldRow) -> T:
+            with self.parents(session):
+                return work(session, world_row)
+
+        return within

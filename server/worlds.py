@@ -16,7 +16,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from migrations import upgrade_to_head
+from server.credentials import Caller
 from server.errors import Conflict, NotFound, Unprocessable
+from server.models import AgentRow
 from server.runtime import Runtime
 from world.state import Backend, World
 from world.store import SqlBackend, session_factory
@@ -151,9 +153,31 @@ def delete(runtime: Runtime, session: Session, name: str) -> Fork:
         raise Conflict(f"{name!r} has forks; delete them first", code="world_has_forks")
     remove_fork(session, name)
     session.commit()
-    runtime.stores.forget(name)
+    runtime.forget(name)
     drop_store(runtime.engine, fork.location)
     return fork
+
+
+def enlist(runtime: Runtime, caller: Caller) -> None:
+    """Give ``caller`` a row in a fork's store: its episodes, judgments and hints refer to
+    one. The row carries no credential (accounts are the main world's)."""
+    with runtime.sessions() as session:
+        if session.get(AgentRow, caller.id) is None:
+            row = AgentRow(
+                id=caller.id,
+                name=caller.name,
+                role=caller.role,
+                token_hash=f"main:{caller.id}",  # never a token's hash: not a credential here
+                avatar_id=caller.avatar_id,
+                created_at=time.time(),
+                revoked_at=None,
+            )
+            session.add(row)
+            try:
+                session.commit()
+            except IntegrityError:  # another request enlisted it first
+                session.rollback()
+    runtime.members.add(caller.id)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pydantic import AliasChoices
 
 from server.app import create_app
 from server.cli import build_parser
-from server.routes import ROUTERS
+from server.routes import ROUTERS, WORLD_ROUTERS
 from server.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +50,22 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
 
 
 def documented_routes() -> set[str]:
+    """The API table's routes, and each route of one world (``WORLD_ROUTERS``) also under
+    ``/v1/worlds/{world}``, as §6 says once for all of them."""
     api = sections(DESIGN.read_text())[6]
-    return {shape(m, p) for row in table_rows(api) for m, p in ROUTE.findall(row[0])}
+    listed = {shape(m, p) for row in table_rows(api) for m, p in ROUTE.findall(row[0])}
+    assert "/v1/worlds/{world}/…" in api, "§6 no longer says where a world's routes are served"
+    per_world = {
+        shape(method, route.path)
+        for router in WORLD_ROUTERS
+        for route in router.routes
+        for method in getattr(route, "methods", None) or ()
+    }
+    for relative in per_world:
+        method, path = relative.split(" ", 1)
+        if f"{method} /v1{path}" in listed:
+            listed.add(f"{method} /v1/worlds/{{}}{path}")
+    return listed
 
 
 def test_every_openapi_route_is_in_the_design_api_table(app: FastAPI) -> None:
@@ -65,9 +79,12 @@ def test_every_openapi_route_is_in_the_design_api_table(app: FastAPI) -> None:
 
 
 def test_every_route_in_the_design_api_table_is_served() -> None:
-    served = {  # the mounted routers' routes, those left out of the schema (the dashboard) too
-        shape(method, route.path)
-        for router in ROUTERS
+    mounted = [("", router) for router in ROUTERS] + [
+        (prefix, router) for router in WORLD_ROUTERS for prefix in ("/v1", "/v1/worlds/{world}")
+    ]  # as create_app mounts them
+    served = {  # the routers' routes, those left out of the schema (the dashboard) too
+        shape(method, prefix + route.path)
+        for prefix, router in mounted
         for route in router.routes
         for method in getattr(route, "methods", None) or ()
     }

@@ -1,4 +1,6 @@
-"""One router per resource; ``ROUTERS`` is what ``create_app`` mounts."""
+"""One router per resource. ``create_app`` mounts ``ROUTERS`` as they are, and each of
+``WORLD_ROUTERS`` (the routes of one world, with paths relative to it) twice: under ``/v1`` for
+the main world and under ``/v1/worlds/{world}`` for any world of the tree (design §6)."""
 
 from server.routes import (
     agents,
@@ -23,13 +25,15 @@ ROUTERS = [
     agents.router,
     world.router,
     worlds.router,
+    policies.router,
+    forge.router,
+    dashboard.router,
+]
+WORLD_ROUTERS = [
     episodes.router,
     events.router,
     entities.router,
     tasks.router,
-    policies.router,
-    forge.router,
     learning.router,
     regions.router,
-    dashboard.router,
 ]

@@ -13,7 +13,7 @@ from server.routes.common import ERRORS, AtTick, IdPath
 from server.schemas import PlaceOut, ThingOut
 from world.store.history import Gone, image_at, place_now, thing_now
 
-router = APIRouter(prefix="/v1", tags=["entities"], responses=ERRORS)
+router = APIRouter(tags=["entities"], responses=ERRORS)
 
 
 def _at(session: SessionDep, kind: str, entity_id: str, at_tick: int) -> dict[str, Any]:

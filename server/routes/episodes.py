@@ -40,7 +40,7 @@ from server.schemas import (
 from world.store import WorldRow, records
 from world.store.models import EpisodeRow, TaskRow
 
-router = APIRouter(prefix="/v1/episodes", tags=["episodes"], responses=ERRORS)
+router = APIRouter(prefix="/episodes", tags=["episodes"], responses=ERRORS)
 
 
 @router.post("", response_model=EpisodeStarted, status_code=status.HTTP_201_CREATED)

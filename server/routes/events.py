@@ -11,7 +11,7 @@ from server.routes.common import ERRORS, IdCursor, Limit, Tick
 from server.schemas import EventOut, Page
 from world.store.history import EventFilter, list_events
 
-router = APIRouter(prefix="/v1/events", tags=["events"], responses=ERRORS)
+router = APIRouter(prefix="/events", tags=["events"], responses=ERRORS)
 
 
 @router.get("", response_model=Page[EventOut])

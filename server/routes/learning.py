@@ -12,7 +12,7 @@ from server.errors import Unprocessable
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure
 from server.routes.common import ERRORS, Tick
 
-router = APIRouter(prefix="/v1/metrics", tags=["metrics"], responses=ERRORS)
+router = APIRouter(prefix="/metrics", tags=["metrics"], responses=ERRORS)
 
 
 @router.get("/learning", response_model=LearningMetrics)

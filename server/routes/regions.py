@@ -12,7 +12,7 @@ from server.routes.common import ERRORS, Limit
 from server.schemas import Page
 from world.store.history import list_regions
 
-router = APIRouter(prefix="/v1/regions", tags=["world"], responses=ERRORS)
+router = APIRouter(prefix="/regions", tags=["world"], responses=ERRORS)
 
 RegionCursor = Annotated[
     str | None,

@@ -16,7 +16,7 @@ from server.schemas import Page, TaskDetail, TaskStats, TaskStatus, TaskWithDeci
 from world.store import records
 from world.store.models import TaskRow
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=ERRORS)
+router = APIRouter(prefix="/tasks", tags=["tasks"], responses=ERRORS)
 DECISIONS_SHOWN = 200  # a task's detail lists at most this many decisions (the first ones)
 
 

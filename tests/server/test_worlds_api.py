@@ -98,3 +98,44 @@ def test_bad_forks_are_refused_and_make_nothing(server: AppServer, admin: Api) -
     after = db_state(server.database_url)
     assert after["hash"] == before["hash"] and after["worlds"] == before["worlds"] == 1
     assert [w["name"] for w in admin.get("/v1/worlds").json()["items"]] == ["main", "late"]
+
+
+class InWorld(Api):
+    """An agent's client whose paths are those of world ``name`` (``/v1/worlds/{name}/…``)."""
+
+    def __init__(self, api: Api, name: str) -> None:
+        self.server, self.http, self.id = api.server, api.http, api.__dict__.get("id")
+        self.prefix = f"/v1/worlds/{name}/"
+
+    def get(self, path: str, **kw: object) -> object:
+        return self.http.get(self.prefix + path.removeprefix("/v1/"), **kw)
+
+    def post(self, path: str, **kw: object) -> object:
+        return self.http.post(self.prefix + path.removeprefix("/v1/"), **kw)
+
+
+def test_play_in_a_fork_leaves_the_parent_alone(server: AppServer, admin: Api) -> None:
+    ann, bob = admin.agent("ann"), admin.agent("bob")
+    Player(ann, 1).play(8)  # ann's episode stays open at the fork's tick
+    tick = admin.get("/v1/world").json()["tick"]
+    _fork(admin, **{"from": "main", "at_tick": tick, "name": "exp"})
+    cy = admin.agent("cy")  # made after the fork: a newcomer there
+    before = db_state(server.database_url)
+    parent = admin.get("/v1/world", params={"hash": "true"}).json()
+
+    for seed, api in enumerate((bob, cy, ann)):
+        Player(InWorld(api, "exp"), seed + 5).play(17)
+    in_fork = InWorld(admin, "exp")
+    episodes = in_fork.get("/v1/episodes", params={"limit": 100}).json()["items"]
+    assert {e["agent_id"] for e in episodes} == {ann.id, bob.id, cy.id}
+    assert all(e["begin_tick"] >= tick for e in episodes)  # ann's open episode stayed behind
+    fork = admin.get("/v1/worlds/exp/world", params={"hash": "true"}).json()
+    assert fork["tick"] == tick + 51 and fork["avatars"] == parent["avatars"]
+    assert in_fork.get("/v1/events", params={"from_tick": tick + 1}).json()["items"]
+    assert in_fork.get(f"/v1/episodes/{episodes[0]['id']}").status_code == 200
+
+    assert db_state(server.database_url) == before  # the parent: tables and hash
+    assert admin.get("/v1/world", params={"hash": "true"}).json() == parent
+    main_episodes = admin.get("/v1/episodes", params={"limit": 100}).json()["items"]
+    assert {e["agent_id"] for e in main_episodes} == {ann.id}
+    assert admin.get("/v1/worlds/nowhere/episodes").json()["error"]["code"] == "unknown_world"

@@ -36,8 +36,8 @@ class ForkBackend:
     """A :class:`world.state.Backend` over a fork's ``session`` and its ``parent`` at the
     fork's tick (a ``PastBackend``)."""
 
-    def __init__(self, session: Session, parent: Backend) -> None:
-        self.own = SqlBackend(session)
+    def __init__(self, session: Session, parent: Backend, row: WorldRow | None = None) -> None:
+        self.own = SqlBackend(session, row)
         self.parent = parent
         self.session = session
 
