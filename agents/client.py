@@ -351,18 +351,34 @@ def _world_request(at_tick: int | None, state_hash: bool) -> Request:
 # --- the two clients -------------------------------------------------------------------------
 
 
+# The routes of one world (design §6): a client of a fork sends them under its name.
+WORLD_PATHS = ("/v1/world", "/v1/episodes", "/v1/events", "/v1/things", "/v1/places",
+               "/v1/tasks", "/v1/regions", "/v1/metrics/learning")  # fmt: skip
+
+
 @dataclass
 class _Settings:
     base_url: str
     token: str | None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    world: str = "main"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def path(self, path: str) -> str:
+        """``path`` in this client's world: ``/v1/episodes`` is ``/v1/worlds/W/episodes``."""
+        ours = any(path == route or path.startswith(route + "/") for route in WORLD_PATHS)
+        if self.world == "main" or not ours:  # /v1/worlds is not /v1/world
+            return path
+        return f"/v1/worlds/{self.world}/" + path.removeprefix("/v1/")
+
 
 class BigWorldClient:
     """A blocking client for one token. Use as a context manager or call :meth:`close`.
+
+    ``world`` names the world it plays in and reads: ``main`` (the default) or a fork; the
+    agents, policies and worlds routes are the same in every world.
 
     ``retry`` says how long a request is retried (``RetryPolicy(budget_s=60)``; the default
     retries for 30 s); ``timeout`` bounds each try. ``sleep`` and ``clock`` (monotonic
@@ -378,8 +394,9 @@ class BigWorldClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        world: str = "main",
     ) -> None:
-        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
+        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy(), world)
         self._http = httpx.Client(
             base_url=self.settings.base_url,
             timeout=timeout,
@@ -403,7 +420,10 @@ class BigWorldClient:
         for tries in itertools.count(1):
             try:
                 response = self._http.request(
-                    request.method, request.path, params=request.params, json=request.json
+                    request.method,
+                    self.settings.path(request.path),
+                    params=request.params,
+                    json=request.json,
                 )
             except httpx.TransportError as exc:
                 retry, applied = _judge_error(request, exc)
@@ -549,8 +569,9 @@ class AsyncBigWorldClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        world: str = "main",
     ) -> None:
-        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy())
+        self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy(), world)
         self._http = httpx.AsyncClient(
             base_url=self.settings.base_url,
             timeout=timeout,
@@ -573,7 +594,10 @@ class AsyncBigWorldClient:
         for tries in itertools.count(1):
             try:
                 response = await self._http.request(
-                    request.method, request.path, params=request.params, json=request.json
+                    request.method,
+                    self.settings.path(request.path),
+                    params=request.params,
+                    json=request.json,
                 )
             except httpx.TransportError as exc:
                 retry, applied = _judge_error(request, exc)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agents.cli import main
+from agents.client import BigWorldClient
 from agents.errors import ForbiddenError
 
 
@@ -46,3 +47,23 @@ def test_a_policy_token_cannot_fork(client):
 def test_every_world_verb_has_help(verb, capsys):
     assert main(["world", verb, "--help"]) == 0
     assert "--server" in capsys.readouterr().out
+
+
+def test_a_client_of_a_fork_plays_there_and_the_main_world_stays(server, admin, agent):
+    tick = admin.world()["tick"]
+    name = f"play-{agent.id}"
+    made = admin.fork_world("main", tick, name)
+    before = admin.world(state_hash=True)
+    with BigWorldClient(server.url, agent.token, world=name) as there:
+        start = there.begin_episode()
+        assert start.tick == tick
+        reply = there.step(start.episode_id, 1, start.admissible_actions[0])
+        assert reply.tick == tick + 1
+        assert there.world()["tick"] == tick + 1
+        assert [e["id"] for e in there.episodes(agent=agent.id)] == [start.episode_id]
+        assert there.abandon(start.episode_id)
+        assert [w["name"] for w in there.worlds()][0] == "main"  # not a world's route
+    assert admin.world(state_hash=True) == before
+    assert not list(admin.episodes(agent=agent.id))
+    assert made["state_hash"] == admin.world(at_tick=tick)["state_hash"]
+    admin.delete_world(name)
