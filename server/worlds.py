@@ -96,6 +96,13 @@ def read(
         return _state(World(past, runtime.rules), _counted(past), True)
 
 
+def hashed(runtime: Runtime, session: Session, name: str) -> tuple[int, str]:
+    """World ``name``'s tick and state hash now (one read of the whole world)."""
+    with opened(runtime, session, name) as (now, _own):
+        world = World(now, runtime.rules)
+        return world.tick, world.state_hash()
+
+
 def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: str | None) -> Fork:
     """Fork ``parent`` at the end of ``at_tick`` as ``name`` (generated when None)."""
     name = name or f"fork-{secrets.token_hex(4)}"

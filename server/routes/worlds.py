@@ -33,13 +33,13 @@ def create_fork(
     """Fork a world at the end of a tick: the fork's state and hash are the parent's then, and
     nothing done in it changes the parent."""
     fork = worlds.create(runtime, session, body.from_, body.at_tick, body.name)
-    state = worlds.read(runtime, session, fork.name, None, with_hash=True)
+    tick, state_hash = worlds.hashed(runtime, session, fork.name)
     return ForkOut(
         name=fork.name,
         parent=fork.parent,
         at_tick=fork.at_tick,
-        tick=state.tick,
-        state_hash=state.state_hash,
+        tick=tick,
+        state_hash=state_hash,
         created_at=fork.created_at,
     )
 
