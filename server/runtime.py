@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class Runtime:
     forks: dict[str, Runtime] = field(default_factory=dict)
     # A fork's: the agents its store holds a row for (server.worlds.enlist).
     members: set[int] = field(default_factory=set)
+    _making: threading.Lock = field(default_factory=threading.Lock)  # one runtime per fork
 
     @classmethod
     def build(cls, settings: Settings) -> Runtime:
@@ -101,6 +103,10 @@ class Runtime:
         for a world that does not exist. Only the main world's runtime makes them."""
         if name == MAIN:
             return self
+        with self._making:
+            return self._fork_runtime(name)
+
+    def _fork_runtime(self, name: str) -> Runtime | None:
         if name not in self.forks:
             with self.sessions() as session:
                 try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -133,14 +134,17 @@ class Stores:
     def __init__(self, main: Engine) -> None:
         self.main = main
         self._engines: dict[str, Engine] = {}
+        self._lock = threading.Lock()  # requests open them from several threads
 
     def engine(self, fork: Fork) -> Engine:
-        if fork.name not in self._engines:
-            self._engines[fork.name] = open_store(self.main, fork.location)
-        return self._engines[fork.name]
+        with self._lock:
+            if fork.name not in self._engines:
+                self._engines[fork.name] = open_store(self.main, fork.location)
+            return self._engines[fork.name]
 
     def forget(self, name: str) -> None:
-        engine = self._engines.pop(name, None)
+        with self._lock:
+            engine = self._engines.pop(name, None)
         if engine is not None:
             engine.dispose()
 
