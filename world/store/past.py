@@ -18,7 +18,7 @@ This is what a fork at tick T reads through to, and ``GET /v1/world?at_tick=T``'
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -132,7 +132,9 @@ class PastBackend:
         then = [a for a in self._avatars.values() if a is not None and a.place in wanted]
         return sorted([*stored, *then], key=lambda a: a.id)
 
-    def _things_where(self, stored: Iterable[Thing], then: Any) -> list[Thing]:
+    def _things_where(self, stored: Iterable[Thing], then: Callable[[Thing], bool]) -> list[Thing]:
+        """``stored`` things unchanged since the tick, and the images of changed ones that
+        ``then`` picks, by id."""
         kept = [t for t in stored if t.id not in self._things]
         moved = [t for t in self._things.values() if t is not None and then(t)]
         return sorted([*kept, *moved], key=lambda t: t.id)
