@@ -20,7 +20,7 @@ from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import Metrics
 from server.openenv import mount as mount_openenv
-from server.routes import ROUTERS, WORLD_ROUTERS
+from server.routes import MAIN_PREFIX, ROUTERS, WORLD_PREFIX, WORLD_ROUTERS
 from server.runtime import Runtime
 from server.settings import Settings
 from world.store import ensure_world
@@ -51,7 +51,7 @@ def _prepare_world(runtime: Runtime) -> None:
 class RequestMetrics:
     """ASGI middleware counting requests by method, route template and status, and timing
     them by method and route template. A world's routes are mounted with a prefix that their
-    templates leave out: it is put back (``/v1``, or ``/v1/worlds/{world}``)."""
+    templates leave out: it is put back (``MAIN_PREFIX``, or ``WORLD_PREFIX``)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -78,7 +78,7 @@ class RequestMetrics:
             path = getattr(route, "path", "unmatched")
             if id(route) in self.world_routes:
                 forked = "world" in scope.get("path_params", {})
-                path = ("/v1/worlds/{world}" if forked else "/v1") + path
+                path = (WORLD_PREFIX if forked else MAIN_PREFIX) + path
             self.metrics.request(scope["method"], path, status, time.perf_counter() - started)
 
 
@@ -113,8 +113,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     for router in WORLD_ROUTERS:
-        app.include_router(router, prefix="/v1")
-        app.include_router(router, prefix="/v1/worlds/{world}", dependencies=[Depends(enter_world)])
+        app.include_router(router, prefix=MAIN_PREFIX)
+        app.include_router(router, prefix=WORLD_PREFIX, dependencies=[Depends(enter_world)])
     mount_openenv(app, runtime)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -18,6 +18,7 @@ from server.credentials import Caller
 from server.errors import NotFound, Unprocessable
 from server.runtime import Runtime
 from server.worlds import enlist
+from world.store.worlds import NAME
 
 
 async def get_main_runtime(request: Request) -> Runtime:
@@ -71,8 +72,12 @@ async def get_caller(
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
+# A world's name in a path (world.store.worlds.NAME).
+WorldPath = Annotated[str, Path(pattern=NAME, max_length=32)]
+
+
 async def enter_world(
-    world: Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,31}$", max_length=32)],
+    world: WorldPath,
     runtime: RuntimeDep,
     caller: CallerDep,
 ) -> None:

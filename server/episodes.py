@@ -24,7 +24,7 @@ from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, families, oracle, tasks
-from world.errors import ActionError, TaskError
+from world.errors import ActionError, TaskError, UnknownEntityError
 from world.state import World
 from world.store import Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
@@ -66,8 +66,10 @@ def begin(
 
     def work(session: Session, world_row: WorldRow) -> EpisodeStarted:
         world = World(runtime.backend(session, world_row), runtime.rules)
-        if world.backend.load_avatar(avatar) is None:  # a fork made before the agent was
-            world.add_avatar(avatar, caller.name)  # placed as a newcomer, as in a new world
+        try:
+            world.avatar(avatar)  # loaded once for the begin: it looks around next
+        except UnknownEntityError:  # a fork made before the agent was: placed as a newcomer
+            world.add_avatar(avatar, caller.name)
         current = records.open_episode(session=session, avatar_id=avatar)
         if current is not None and _idle(runtime, current, now):
             _abandon(runtime, session, world, current, now)

@@ -31,9 +31,8 @@ from world.store import SqlBackend, Work, WorldRow, Writer, make_engine, session
 from world.store.database import WRITE_OPTION
 from world.store.errors import StoreError
 from world.store.fork import ForkBackend
-from world.store.past import past_backend
 from world.store.regions import Scope
-from world.store.worlds import MAIN, Fork, Stores, lineage
+from world.store.worlds import MAIN, Fork, Stores, lineage, parent_at
 
 _PAST = "bigworld_past"  # session.info: a fork's parent at its tick, for its backend
 
@@ -94,10 +93,6 @@ class Runtime:
         self.engine.dispose()
 
     # -- the worlds of the tree ------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.lineage[-1].name if self.lineage else MAIN
-
     def world(self, name: str) -> Runtime | None:
         """The runtime serving world ``name`` (this one for main), made on first use; None
         for a world that does not exist. Only the main world's runtime makes them."""
@@ -142,22 +137,15 @@ class Runtime:
         if not self.lineage:
             yield
             return
-        fork = self.lineage[-1]
         with (
-            self.main_sessions() as main,
+            session_factory(self.stores.main)() as main,
             self.stores.backend(main, self.lineage[:-1]) as (parent, parent_session),
         ):
-            past = past_backend(parent_session, fork.at_tick, now=parent)
-            if past is None:
-                raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
-            session.info[_PAST] = past
+            session.info[_PAST] = parent_at(parent_session, parent, self.lineage[-1])
             try:
                 yield
             finally:
                 session.info.pop(_PAST, None)
-
-    def main_sessions(self) -> Session:
-        return session_factory(self.stores.main)()
 
     def backend(self, session: Session, world_row: WorldRow | None = None) -> Backend:
         """The backend of this runtime's world over ``session`` (one of its transactions)."""

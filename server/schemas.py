@@ -8,6 +8,8 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from world.store.worlds import NAME as WORLD_NAME
+
 MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before the world sees it
 MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
 MAX_COMPLETION_CHARS = 8 * 1024
@@ -138,7 +140,7 @@ class WorldInfo(BaseModel):
 
 
 # -- worlds (forks) ------------------------------------------------------------------------
-WorldName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$", max_length=32)]
+WorldName = Annotated[str, Field(pattern=WORLD_NAME, max_length=32)]
 
 
 class ForkCreate(Request):

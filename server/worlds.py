@@ -63,12 +63,24 @@ def _chain(session: Session, name: str) -> list[Fork]:
 
 
 @contextmanager
-def opened(runtime: Runtime, session: Session, name: str) -> Iterator[tuple[Backend, Session]]:
+def opened(
+    runtime: Runtime, session: Session, name: str
+) -> Iterator[tuple[Fork | None, Backend, Session]]:
     """World ``name`` as it is now (404 ``unknown_world``), over ``session`` of the main
-    world's database, and the session of its own store."""
+    world's database: its fork (None for main), its backend and the session of its store."""
     chain = _chain(session, name)
-    with runtime.stores.backend(session, chain) as opened_world:
-        yield opened_world
+    with runtime.stores.backend(session, chain) as (now, own):
+        yield (chain[-1] if chain else None), now, own
+
+
+def _up_to(tick: int, at_tick: int, whose: str) -> None:
+    """422 ``tick_in_future`` for a tick past ``whose`` clock, ``tick``."""
+    if at_tick > tick:
+        raise Unprocessable(
+            f"expected a tick up to {whose}, {tick}; got {at_tick}",
+            code="tick_in_future",
+            details={"tick": tick},
+        )
 
 
 def read(
@@ -76,21 +88,15 @@ def read(
 ) -> WorldState:
     """World ``name`` now, or at the end of ``at_tick`` (422 ``tick_in_future`` past its
     clock); a fork before its own tick is its parent then."""
-    with opened(runtime, session, name) as (now, own):
+    with opened(runtime, session, name) as (fork, now, own):
         world = World(now, runtime.rules)
         if at_tick is None:
-            stored = counts(session=own) if name == MAIN else _counted(now)
+            stored = counts(session=own) if fork is None else _counted(now)
             return _state(world, stored, with_hash)
-        if at_tick > world.tick:
-            raise Unprocessable(
-                f"expected a tick up to the world's, {world.tick}; got {at_tick}",
-                code="tick_in_future",
-                details={"tick": world.tick},
-            )
-        fork = get_fork(session, name) if name != MAIN else None
+        _up_to(world.tick, at_tick, "the world's")
         if fork is not None and at_tick < fork.at_tick:
             return read(runtime, session, fork.parent, at_tick, with_hash)
-        past: Backend | None = past_backend(own, at_tick, now=None if name == MAIN else now)
+        past: Backend | None = past_backend(own, at_tick, now=now)
         if past is None:  # a log from before counters events: only the main world has one
             past = world_at(session=own, tick=at_tick, rules=runtime.rules)
         return _state(World(past, runtime.rules), _counted(past), True)
@@ -98,7 +104,7 @@ def read(
 
 def hashed(runtime: Runtime, session: Session, name: str) -> tuple[int, str]:
     """World ``name``'s tick and state hash now (one read of the whole world)."""
-    with opened(runtime, session, name) as (now, _own):
+    with opened(runtime, session, name) as (_fork, now, _own):
         world = World(now, runtime.rules)
         return world.tick, world.state_hash()
 
@@ -108,15 +114,8 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
     name = name or f"fork-{secrets.token_hex(4)}"
     if name == MAIN or get_fork(session, name) is not None:
         raise Conflict(f"a world named {name!r} exists", code="world_exists")
-    with opened(runtime, session, parent) as (now, own):
-        tick = World(now).tick
-        if at_tick > tick:
-            raise Unprocessable(
-                f"expected a tick up to {parent!r}'s, {tick}; got {at_tick}",
-                code="tick_in_future",
-                details={"tick": tick},
-            )
-        made_at = get_fork(session, parent)
+    with opened(runtime, session, parent) as (made_at, now, own):
+        _up_to(World(now).tick, at_tick, f"{parent!r}'s")
         if made_at is not None and at_tick < made_at.at_tick:
             raise Unprocessable(
                 f"{parent!r} starts at tick {made_at.at_tick}; fork {made_at.parent!r} for "
@@ -124,7 +123,7 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
                 code="tick_before_fork",
                 details={"at_tick": made_at.at_tick},
             )
-        past = past_backend(own, at_tick, now=None if parent == MAIN else now)
+        past = past_backend(own, at_tick, now=now)
         if past is None:
             raise Unprocessable(
                 f"the log cannot say where the world's ids stood at tick {at_tick} (it was "

@@ -59,8 +59,7 @@ class LiveServer:
         return self.data_dir / f"server-{self.port}.log"  # processes may share a data folder
 
     def client(self, token: str | None = None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
+        return httpx.Client(base_url=self.url, headers=bearer(token), timeout=60.0)
 
     def start(self) -> LiveServer:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("BIGWORLD_")}
@@ -129,6 +128,11 @@ class LiveServer:
     def restart(self) -> LiveServer:
         self.stop()
         return self.start()
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header of ``token`` (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def start_server(

@@ -1,6 +1,7 @@
 """One router per resource. ``create_app`` mounts ``ROUTERS`` as they are, and each of
-``WORLD_ROUTERS`` (the routes of one world, with paths relative to it) twice: under ``/v1`` for
-the main world and under ``/v1/worlds/{world}`` for any world of the tree (design §6)."""
+``WORLD_ROUTERS`` (the routes of one world, with paths relative to it) twice: under
+``MAIN_PREFIX`` for the main world and under ``WORLD_PREFIX`` for any world of the tree
+(design §6)."""
 
 from server.routes import (
     agents,
@@ -19,6 +20,8 @@ from server.routes import (
     worlds,
 )
 
+MAIN_PREFIX = "/v1"
+WORLD_PREFIX = "/v1/worlds/{world}"
 ROUTERS = [
     health.router,
     metrics.router,

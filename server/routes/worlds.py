@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, status
+from fastapi import APIRouter, Query, status
 
 from server import worlds
-from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep
+from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep, WorldPath
 from server.routes.common import ERRORS, AtTick, Limit
 from server.routes.world import HashQuery, world_info
 from server.schemas import (
@@ -23,7 +23,6 @@ from server.schemas import (
 )
 
 router = APIRouter(prefix="/v1/worlds", tags=["worlds"], responses=ERRORS)
-NamePath = Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,31}$", max_length=32)]
 
 
 @router.post("", response_model=ForkOut, status_code=status.HTTP_201_CREATED)
@@ -69,7 +68,7 @@ def list_worlds(
 
 @router.delete("/{name}", response_model=ForkDeleted)
 def delete_fork(
-    name: NamePath, session: SessionDep, runtime: RuntimeDep, _admin: AdminDep
+    name: WorldPath, session: SessionDep, runtime: RuntimeDep, _admin: AdminDep
 ) -> ForkDeleted:
     """Remove a fork and everything only it holds; never main, never a fork with forks."""
     fork = worlds.delete(runtime, session, name)
@@ -80,7 +79,7 @@ def delete_fork(
 
 @router.get("/{name}/world", response_model=WorldInfo)
 def fork_info(
-    name: NamePath,
+    name: WorldPath,
     session: SessionDep,
     runtime: RuntimeDep,
     _caller: CallerDep,

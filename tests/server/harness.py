@@ -28,7 +28,7 @@ from world.store.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))  # tests/ is not a package
-from live import LiveServer, free_port  # noqa: E402
+from live import LiveServer, bearer, free_port  # noqa: E402
 
 # Public, so only for tests; strong enough for the server's 128-bit floor (auth.token_bits).
 ADMIN_TOKEN = "bw_test_RamoG_EU7dWcbVM_RP196RRkQpTpVULc8beB39Z7WnY"
@@ -112,7 +112,7 @@ class AppServer:
         return testclient.httpx.Client(
             transport=self._client._transport,
             base_url=self._client.base_url,
-            headers=_bearer(token),
+            headers=bearer(token),
             timeout=60.0,
         )
 
@@ -129,10 +129,6 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-
-
-def _bearer(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class Api:

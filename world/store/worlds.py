@@ -9,7 +9,6 @@ whole schema, migrated to head, with only what the fork changed in it.
 
 from __future__ import annotations
 
-import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -26,10 +25,10 @@ from world.store.database import make_engine, session_factory
 from world.store.errors import StoreError
 from world.store.fork import ForkBackend
 from world.store.models import ForkRow
-from world.store.past import past_backend
+from world.store.past import PastBackend, past_backend
 
 MAIN = "main"
-NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a fork's name (and main's)
 
 
 @dataclass(frozen=True)
@@ -159,12 +158,17 @@ class Stores:
         was at the fork's tick."""
         with ExitStack() as stack:
             backend: Backend = SqlBackend(main)
-            session, parent = main, None
+            session = main
             for fork in chain:
                 own = stack.enter_context(session_factory(self.engine(fork))())
-                past = past_backend(session, fork.at_tick, now=parent)
-                if past is None:
-                    raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
-                backend = parent = ForkBackend(own, past)
-                session = own
+                backend, session = ForkBackend(own, parent_at(session, backend, fork)), own
             yield backend, session
+
+
+def parent_at(session: Session, parent: Backend, fork: Fork) -> PastBackend:
+    """``fork``'s parent as it was at the fork's tick: ``parent`` as it is now, over
+    ``session`` of its store (which holds its log)."""
+    past = past_backend(session, fork.at_tick, now=parent)
+    if past is None:
+        raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
+    return past
