@@ -2,9 +2,9 @@
 
 ``worlds`` lists the forks made from this database's world (and from its forks): each one's
 parent, tick, when it was made and where its store is (``world.store.worlds``). A fork's
-database holds only what the fork changed (``world.store.fork``); a thing it removed that
-exists in its parent as of the fork's tick has no row of its own to delete, so the fork keeps
-its id in ``removed_things``. Both are empty where there are no forks.
+database holds only what the fork changed (``world.store.fork``); deleting its own row of a
+thing its parent held at the fork's tick would let the parent's show through, so the fork keeps
+the id of every thing it removed in ``removed_things``. Both are empty where there are no forks.
 
 ``ix_event_entities_event_id``: reading the world at a past tick (``world.store.past``) finds
 the entities that events after the tick name, from the events; without it, each transaction in

@@ -21,11 +21,12 @@ from migrations import upgrade_to_head
 from world import engine
 from world.replay import replay
 from world.state import Backend, World
-from world.store import lock_world, make_engine, session_factory
+from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.fork import ForkBackend, create_fork
 from world.store.history import world_at
 from world.store.models import EventRow
 from world.store.past import past_backend
+from world.values import ChangeSet
 
 
 @contextmanager
@@ -147,3 +148,39 @@ def _check_places(backend: Backend) -> None:
 def _folder(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_a_thing_the_fork_wrote_then_removed_stays_removed(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A thing inherited from the parent, changed in the fork (its row then the fork's) and
+    later removed there (an apple moved, then eaten) does not show through from the parent."""
+    kind = "sqlite" if database_url.startswith("sqlite") else "postgres"
+    with sessions(migrated(database_url)) as parent:
+        ensure_world(parent, 0)
+        parent.commit()
+        world = World(SqlBackend(parent, lock_world(parent)))
+        world.region(0, 0)
+        world.commit()
+        parent.commit()
+        with (
+            fresh_database(kind, _folder(tmp_path / "fork")) as fork_url,
+            sessions(migrated(fork_url)) as own,
+        ):
+            create_fork(own, past_backend(parent, 0), 0)  # type: ignore[arg-type]
+            own.commit()
+            thing = next(r["id"] for t, r in fork_of(parent, own, 0).dump() if t == "thing")
+            for change in ("write", "remove"):
+                fork = fork_of(parent, own, 0)
+                found = fork.load_thing(thing)
+                assert found is not None
+                if change == "write":
+                    found.attrs["moved"] = True
+                    changes = ChangeSet(meta=fork.load_meta(), things={thing: found})
+                else:
+                    changes = ChangeSet(meta=fork.load_meta(), removed={thing})
+                fork.save(changes)
+                own.commit()
+            fork = fork_of(parent, own, 0)
+            assert fork.load_thing(thing) is None
+            assert thing not in {r["id"] for t, r in fork.dump() if t == "thing"}

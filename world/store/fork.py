@@ -6,7 +6,7 @@ world row (the parent's clock, ids and counters at T, :func:`create_fork`) and n
 making one costs the same whatever the parent holds. :class:`ForkBackend` reads an entity from
 the fork's own rows where the fork has written it, and otherwise from the parent at T
 (``world.store.past.PastBackend``); everything the fork's transactions change is written to its
-own rows, a removed thing that the parent still holds as a row of ``removed_things``. Nothing a
+own rows, and every thing it removed is a row of ``removed_things``. Nothing a
 fork does writes to its parent, and the parent moving on changes nothing the fork reads: the
 parent at T is the parent's rows with the images of what changed since T.
 
@@ -100,18 +100,14 @@ class ForkBackend:
         self.own.reserve_ids(meta)
 
     def save(self, changes: ChangeSet) -> None:
-        inherited = sorted(changes.removed - self._own_ids(changes.removed))
+        """The fork's own rows, and every thing removed recorded: one the parent held at the
+        fork's tick may have a row of the fork's too (changed, then removed), and deleting
+        that row alone would let the parent's show through. Ids the fork drew are above any
+        the parent held then, so recording those hides nothing."""
         self.own.save(changes)
-        if inherited:
-            rows = [{"id": i, "tick": changes.meta.tick} for i in inherited]
+        if changes.removed:
+            rows = [{"id": i, "tick": changes.meta.tick} for i in sorted(changes.removed)]
             self.session.connection().execute(insert(RemovedThingRow), rows)
-
-    def _own_ids(self, ids: Iterable[int]) -> set[int]:
-        wanted = sorted(ids)
-        if not wanted:
-            return set()
-        found = select(_THINGS.c.id).where(_THINGS.c.id.in_(wanted))
-        return set(self.session.connection().execute(found).scalars())
 
     # -- dumping ---------------------------------------------------------------------------
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:

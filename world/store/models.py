@@ -131,7 +131,7 @@ class ForkRow(Base):
 
 
 class RemovedThingRow(Base):
-    """A thing a fork removed that its parent held at the fork's tick (``world.store.fork``)."""
+    """A thing a fork removed (``world.store.fork``): its parent's copy must not show through."""
 
     __tablename__ = "removed_things"
 
