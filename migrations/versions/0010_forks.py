@@ -6,11 +6,6 @@ database holds only what the fork changed (``world.store.fork``); deleting its o
 thing its parent held at the fork's tick would let the parent's show through, so the fork keeps
 the id of every thing it removed in ``removed_things``. Both are empty where there are no forks.
 
-``ix_event_entities_event_id``: reading the world at a past tick (``world.store.past``) finds
-the entities that events after the tick name, from the events; without it, each transaction in
-a fork scanned the whole index of events by entity (a fork's step p50 was 5.7 times its
-parent's in a world of 100,000 things).
-
 Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-06 02:00:00.000000
@@ -38,9 +33,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("name", name=op.f("pk_worlds")),
     )
     op.create_index(op.f("ix_worlds_parent"), "worlds", ["parent"], unique=False)
-    op.create_index(
-        op.f("ix_event_entities_event_id"), "event_entities", ["event_id"], unique=False
-    )
     op.create_table(
         "removed_things",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -51,6 +43,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("removed_things")
-    op.drop_index(op.f("ix_event_entities_event_id"), table_name="event_entities")
     op.drop_index(op.f("ix_worlds_parent"), table_name="worlds")
     op.drop_table("worlds")

@@ -171,7 +171,7 @@ class EventEntityRow(Base):
 
     entity: Mapped[str] = mapped_column(String(96), primary_key=True)
     event_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("events.id", ondelete="CASCADE"), primary_key=True, index=True
+        BigInteger, ForeignKey("events.id", ondelete="CASCADE"), primary_key=True
     )
 
 
