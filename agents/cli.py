@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "agents.commands",
     "agents.train.cli",
     "agents.demo",
+    "agents.evaluate",
 )  # their commands register on import
 """Top-level command name → function adding its parser (whose ``run`` default is the handler)."""
 

@@ -280,8 +280,11 @@ def _start_from_detail(detail: Record) -> EpisodeStart:
     )
 
 
-def _begin_flow(task_id: Id | None, family: str | None) -> Flow[EpisodeStart]:
-    reply = yield Request("POST", "/v1/episodes", json=_given(task_id=task_id, family=family))
+def _begin_flow(
+    task_id: Id | None, family: str | None, task: Record | None = None
+) -> Flow[EpisodeStart]:
+    body = _given(task_id=task_id, family=family, task=task)
+    reply = yield Request("POST", "/v1/episodes", json=body)
     if reply.status == 409 and reply.maybe_applied:
         # Our own earlier try may have opened it: the 409 "episode_open" names the open episode.
         error = reply.body.get("error") if isinstance(reply.body, dict) else None
@@ -479,8 +482,12 @@ class BigWorldClient:
         """Refuse the agent's token from now on (admin); resending it changes nothing."""
         return self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))
 
-    def begin_episode(self, task_id: Id | None = None, family: str | None = None) -> EpisodeStart:
-        return self.run(_begin_flow(task_id, family))
+    def begin_episode(
+        self, task_id: Id | None = None, family: str | None = None, task: Record | None = None
+    ) -> EpisodeStart:
+        """Open an episode: of the pool's task ``task_id``, of the task spec ``task``
+        (``{"family", "params"}``, added to the pool when new), or drawn (of ``family``)."""
+        return self.run(_begin_flow(task_id, family, task))
 
     def step(
         self, episode_id: Id, step: int, action: str, record: Record | None = None
@@ -651,9 +658,9 @@ class AsyncBigWorldClient:
         return await self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))
 
     async def begin_episode(
-        self, task_id: Id | None = None, family: str | None = None
+        self, task_id: Id | None = None, family: str | None = None, task: Record | None = None
     ) -> EpisodeStart:
-        return await self.run(_begin_flow(task_id, family))
+        return await self.run(_begin_flow(task_id, family, task))
 
     async def step(
         self, episode_id: Id, step: int, action: str, record: Record | None = None

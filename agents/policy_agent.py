@@ -268,13 +268,17 @@ class ModelPolicy(_Wrapping):
 
 @dataclass
 class RunnerConfig:
-    """How a policy runner behaves; every field is a command-line flag of ``agent run``."""
+    """How a policy runner behaves (``agent run`` sets it from its flags)."""
 
     # Ask for tasks of this family. When none can be made near the avatar (409 no_task: it
     # wandered where the family has nothing, say no lamps), one episode of any family is
     # played instead, which moves the avatar on rather than leaving the runner stuck.
     family: str | None = None
+    # Play this task spec ({"family", "params"}, as GET /v1/tasks lists it) instead of
+    # drawing one: what a paired evaluation or an exact group needs in each of its forks.
+    task: Record | None = None
     poll_s: float = 5.0  # how often to look for a newer policy version
+    follow_versions: bool = True  # reload newly registered versions (False: keep these weights)
     max_episodes: int | None = None  # stop after this many (None: run until stopped)
     reconnect_max_s: float = 30.0  # longest wait between reconnection attempts
     kind: str = "policy"
@@ -307,7 +311,7 @@ class PolicyRunner:
         self._last_sent = -math.inf  # time.monotonic() of the last step's request
         self.watcher = (
             VersionWatcher(client, self.config.kind, policy, self.config.poll_s)
-            if policy.has_weights
+            if policy.has_weights and self.config.follow_versions
             else None
         )
 
@@ -330,7 +334,11 @@ class PolicyRunner:
     def _begin(self) -> tuple[EpisodeStart, int, list[Turn]]:
         """Begin an episode; after a crash of this runner, resume the one it left open."""
         try:
-            return self.client.begin_episode(family=self.config.family), 0, []
+            return (
+                self.client.begin_episode(family=self.config.family, task=self.config.task),
+                0,
+                [],
+            )
         except ConflictError as exc:
             if exc.code == "no_task" and self.config.family is not None:
                 log.warning(

@@ -1,0 +1,79 @@
+"""Intervals of success rates and of their differences, for reports, benchmarks and evaluation.
+
+Score intervals (Wilson's, and Newcombe's for differences built from them) keep their coverage
+at the small counts and the rates near 0 or 1 that episodes give, where the textbook
+``p ± z·√(p(1-p)/n)`` collapses to a point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
+
+
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float | None, float | None]:
+    """The Wilson score interval of a success rate (None, None without trials)."""
+    if trials <= 0:
+        return None, None
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Rate a minus rate b with its 95% interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+
+def _difference(wins_a: int, n_a: int, wins_b: int, n_b: int, phi: float) -> Difference:
+    """Newcombe's hybrid score interval: each rate's distance to its Wilson limits, added in
+    quadrature with the correlation ``phi`` between the two (0: independent samples)."""
+    low_a, high_a = wilson(wins_a, n_a)
+    low_b, high_b = wilson(wins_b, n_b)
+    if low_a is None or high_a is None or low_b is None or high_b is None:
+        raise ValueError("expected at least one trial of each")
+    a, b = wins_a / n_a, wins_b / n_b
+    below = math.sqrt(
+        max(0.0, (a - low_a) ** 2 - 2 * phi * (a - low_a) * (high_b - b) + (high_b - b) ** 2)
+    )
+    above = math.sqrt(
+        max(0.0, (high_a - a) ** 2 - 2 * phi * (high_a - a) * (b - low_b) + (b - low_b) ** 2)
+    )
+    return Difference(a - b, max(-1.0, a - b - below), min(1.0, a - b + above))
+
+
+def unpaired_difference(wins_a: int, n_a: int, wins_b: int, n_b: int) -> Difference:
+    """Two independent samples (Newcombe 1998, *Statistics in Medicine* 17:873, method 10)."""
+    return _difference(wins_a, n_a, wins_b, n_b, 0.0)
+
+
+def paired_difference(pairs: list[tuple[bool, bool]]) -> Difference:
+    """Success of a minus success of b over pairs that shared a start (Newcombe 1998,
+    *Statistics in Medicine* 17:2635, method 10): the unpaired interval's two terms, less
+    what the pairs' correlation φ of outcomes explains (a positive φ shrunk by N/2, as there).
+    """
+    n = len(pairs)
+    both = sum(a and b for a, b in pairs)
+    only_a = sum(a and not b for a, b in pairs)
+    only_b = sum(b and not a for a, b in pairs)
+    neither = n - both - only_a - only_b
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = float(both * neither - only_a * only_b)
+    if cross > n / 2:
+        cross -= n / 2
+    elif cross > 0:
+        cross = 0.0
+    phi = cross / math.sqrt(margins) if margins else 0.0
+    return _difference(both + only_a, n, both + only_b, n, phi)
