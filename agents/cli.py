@@ -12,11 +12,12 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -175,13 +176,44 @@ def stop_on_signals(stop: threading.Event, seconds: float | None = None) -> None
         timer.start()
 
 
-def client_for(args: argparse.Namespace, token: str | None = None) -> BigWorldClient:
+MAIN_WORLD = "main"
+# A world's name: world.store.worlds.NAME (a test holds them equal), not imported from there so
+# that the command line does not load the store.
+WORLD_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+def world_name(text: str) -> str:
+    """An argparse ``type``: a world's name, ``main`` or a fork's."""
+    if not WORLD_NAME.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected a world's name (main, or a fork's: lowercase letters, digits and '-', "
+            f"see `bigworld world list`), got {text!r}"
+        )
+    return text
+
+
+def add_world_option(parser: argparse.ArgumentParser) -> None:
+    """``--world``: the world a command reads (``main`` or a fork), for
+    ``client_for(args, world=args.world)``."""
+    parser.add_argument(
+        "--world",
+        type=world_name,
+        default=MAIN_WORLD,
+        help="the world to read: main or a fork's name (see `bigworld world list`; "
+        "default %(default)s)",
+    )
+
+
+def client_for(
+    args: argparse.Namespace, token: str | None = None, *, world: str = MAIN_WORLD
+) -> BigWorldClient:
     """A client for the command's ``--server`` and ``--retry-s``, with its ``--token`` unless
-    another ``token`` is given (an expert's, a player's); no token at all is misuse."""
+    another ``token`` is given (an expert's, a player's); no token at all is misuse. It reads
+    and plays in ``world`` (a command's ``--world``, :func:`add_world_option`)."""
     token = token or args.token
     if not token:
         args.parser.error("expected a token: give --token or set BIGWORLD_TOKEN")
-    return BigWorldClient(args.server, token, retry=RetryPolicy(budget_s=args.retry_s))
+    return BigWorldClient(args.server, token, retry=RetryPolicy(budget_s=args.retry_s), world=world)
 
 
 def check_token(client: BigWorldClient) -> None:
@@ -310,7 +342,7 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "history",
         help="query and export the world's history",
         description="Query episodes and the event log; export those, steps, judgments and "
-        "the forge's decisions.",
+        "the forge's decisions. --world reads a fork's history instead of main's.",
     )
     verbs = history.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -320,6 +352,7 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="List episodes, newest pages first as the server orders them.",
     )
     add_server_options(episodes)
+    add_world_option(episodes)
     add_episode_filters(episodes)
     add_tick_filters(episodes)
     add_listing_options(episodes)
@@ -331,6 +364,7 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="List entries of the append-only event log.",
     )
     add_server_options(events)
+    add_world_option(events)
     add_event_filters(events)
     add_tick_filters(events)
     add_listing_options(events)
@@ -344,9 +378,11 @@ def register_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "pd.read_json(path, lines=True) or pd.read_parquet(path). Episode filters (--agent, "
         "--task, --family, --status, --policy-version) apply to episodes, steps and "
         "judgments; a tick range to the episodes' begin tick, the events' and the "
-        "decisions' tick. Decisions take --kind, --task and a tick range.",
+        "decisions' tick. Decisions take --kind, --task and a tick range; they are the "
+        "forge's, which runs in the main world only.",
     )
     add_server_options(export)
+    add_world_option(export)
     export.add_argument("--what", choices=tuple(EXPORTS), required=True)
     export.add_argument(
         "--format",
@@ -367,14 +403,14 @@ def add_listing_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_episodes(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
+    with client_for(args, world=args.world) as client:
         rows = client.episodes(page_size=page_size(args.limit), **filters(args, EPISODE_FILTERS))
         print_rows(take(rows, args.limit), args.format, EPISODE_COLUMNS)
     return 0
 
 
 def run_events(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
+    with client_for(args, world=args.world) as client:
         rows = client.events(page_size=page_size(args.limit), **filters(args, EVENT_FILTERS))
         print_rows(take(rows, args.limit), args.format, EVENT_COLUMNS)
     return 0
@@ -385,11 +421,17 @@ def run_export(args: argparse.Namespace) -> int:
     misplaced = set(filters(args, tuple(every))) - set(EXPORTS[args.what])
     if misplaced:
         args.parser.error(f"--what {args.what} takes no {', '.join(sorted(misplaced))} filter")
+    if args.what == "decisions" and args.world != MAIN_WORLD:
+        args.parser.error(
+            f"--what decisions exports the forge's decisions, made in the main world only: "
+            f"leave out --world {args.world}"
+        )
     if not args.out.parent.is_dir():
         args.parser.error(f"expected --out in an existing folder, got {args.out}")
     fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "jsonl")
-    with client_for(args) as client:
-        rows = take(export_rows(client, args), args.limit)
+    with client_for(args, world=args.world) as client:
+        # The first page before the file: a refusal (an unknown --world, a token) writes nothing.
+        rows = peeked(take(export_rows(client, args), args.limit))
         count = write_parquet(rows, args.out) if fmt == "parquet" else write_jsonl(rows, args.out)
     print(f"wrote {count} {args.what} to {args.out}", file=sys.stderr)
     return 0
@@ -449,6 +491,12 @@ def page_size(limit: int) -> int:
 
 def take(rows: Iterable[Record], limit: int) -> Iterator[Record]:
     return islice(rows, limit) if limit > 0 else iter(rows)
+
+
+def peeked(rows: Iterator[Record]) -> Iterator[Record]:
+    """``rows`` with the first already read (its request sent, its error raised now)."""
+    first = next(rows, None)
+    return rows if first is None else chain([first], rows)
 
 
 def flat(value: Any) -> Any:

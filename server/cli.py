@@ -213,11 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read the world's history straight from the database (the server need "
         "not run) and write report.md, PNG plots (success over time per family and per "
         "policy version, the reward model's agreement with outcomes, forge decisions, world "
-        "changes and seasons) and metrics.json into --out.",
+        "changes and seasons) and metrics.json into --out. With --world, a fork's own "
+        "history (since its tick) instead of the main world's.",
     )
     _db_options(report, seed=False)
     report.add_argument(
-        "--out", type=Path, help="folder to write the report to (default: DATA_DIR/report)"
+        "--world",
+        default="main",
+        help="the world to report on: main or a fork's name, found in the main world's "
+        "database (default %(default)s)",
+    )
+    report.add_argument(
+        "--out",
+        type=Path,
+        help="folder to write the report to (default: DATA_DIR/report, for a fork "
+        "DATA_DIR/report-<name>)",
     )
     report.add_argument(
         "--bucket-ticks",
@@ -236,7 +246,8 @@ def _report(args: argparse.Namespace) -> int:
     from server.report import ReportError, write_report
 
     settings = _settings(args)
-    out = args.out or settings.data_dir / "report"
+    folder = "report" if args.world == "main" else f"report-{args.world}"
+    out = args.out or settings.data_dir / folder
     for name in ("bucket_ticks", "window"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -248,6 +259,7 @@ def _report(args: argparse.Namespace) -> int:
         summary = write_report(
             settings.resolved_database_url(),
             out,
+            world=args.world,
             bucket_ticks=args.bucket_ticks,
             window=args.window,
         )

@@ -15,6 +15,11 @@ output folder:
 - ``world_events.png``: world changes (``world.*`` decisions) and season changes over success;
 - ``metrics.json``: the whole answer of ``GET /v1/metrics/learning``.
 
+With ``world`` a fork's name, the report is of that fork's own history (its store, found in
+the main world's registry of forks: what was played in it since its tick), as
+``GET /v1/worlds/{name}/metrics/learning`` answers; the history before the fork's tick is its
+parent's.
+
 matplotlib (Agg backend) is imported only here, when a report is written, so the server
 starts without it.
 """
@@ -29,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from server.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
 from world.store import make_engine, read_world, session_factory
+from world.store.worlds import MAIN, Fork, get_fork, list_forks, open_store
 from world.values import WorldMeta
 
 PLOTS = (
@@ -50,6 +56,7 @@ SEASON_LABELS = 24  # season changes named on the world-events plot; beyond, lin
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
 FAMILIES_BY_VERSION = 3  # families drawn on the per-version panel (the most played)
 FIRST_MIN_EPISODES = 10  # the first version compared against is the first with this many
+WORLDS_NAMED = 10  # worlds an unknown world's error names
 
 
 class ReportError(Exception):
@@ -66,6 +73,7 @@ class Run:
     decisions: list[Decision]
     seasons: list[tuple[int, str]]
     by_version: dict[str, Any] = dataclasses.field(default_factory=dict)  # see version_table
+    fork: Fork | None = None  # the fork reported on; None: the main world
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,10 @@ def version_key(version: str) -> tuple[Any, ...]:
     )
 
 
-def read_run(session: Session, *, bucket_ticks: int | None, window: int) -> Run:
+def read_run(
+    session: Session, *, bucket_ticks: int | None, window: int, fork: Fork | None = None
+) -> Run:
+    """The report of the history in ``session``'s store: the main world's, or ``fork``'s own."""
     meta = read_world(session).meta
     return Run(
         meta=meta,
@@ -151,37 +162,94 @@ def read_run(session: Session, *, bucket_ticks: int | None, window: int) -> Run:
         decisions=decisions(session=session, scope=Scope()),
         seasons=season_changes(meta, meta.tick),
         by_version=version_table(session, meta.tick),
+        fork=fork,
     )
 
 
 def write_report(
-    database_url: str, out: Path, *, bucket_ticks: int | None = None, window: int = DEFAULT_WINDOW
+    database_url: str,
+    out: Path,
+    *,
+    world: str = MAIN,
+    bucket_ticks: int | None = None,
+    window: int = DEFAULT_WINDOW,
 ) -> Path:
-    """Write the report of the world at ``database_url`` into ``out``; returns report.md.
-    A database with no world yet (or no file) gets a report that says so."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the report of world ``world`` (main, or a fork of the main world at
+    ``database_url``) into ``out``; returns report.md. The main world with no world yet in its
+    database (or no file) gets a report that says so; a world that is not there raises
+    :class:`ReportError`, and then nothing is written."""
     summary = out / "report.md"
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
+        if world != MAIN:
+            raise ReportError(f"no world {world!r} (no database at {url.database})")
+        out.mkdir(parents=True, exist_ok=True)
         summary.write_text(_empty(f"no database at {url.database}"))
         return summary
     engine = make_engine(database_url, pool_size=1)
     try:
         tables = set(inspect(engine).get_table_names())
         if "world_meta" not in tables:
+            if world != MAIN:
+                raise ReportError(f"no world {world!r} (the database holds no world yet)")
+            out.mkdir(parents=True, exist_ok=True)
             summary.write_text(_empty("the database holds no world yet"))
             return summary
-        if "forge_decisions" not in tables:
-            raise ReportError("the database schema is out of date: run `bigworld db upgrade`")
-        with session_factory(engine)() as session:
-            run = read_run(session, bucket_ticks=bucket_ticks, window=window)
+        _up_to_date(tables)
+        if world == MAIN:
+            with session_factory(engine)() as session:
+                run = read_run(session, bucket_ticks=bucket_ticks, window=window)
+        else:
+            run = _read_fork(engine, tables, world, bucket_ticks=bucket_ticks, window=window)
     finally:
         engine.dispose()
+    out.mkdir(parents=True, exist_ok=True)
     _plot(run, out)
     (out / "metrics.json").write_text(json.dumps(dataclasses.asdict(run.metrics), indent=1))
     (out / "success_by_version.json").write_text(json.dumps(_jsonable(run.by_version), indent=1))
     summary.write_text(_markdown(run))
     return summary
+
+
+def _up_to_date(tables: set[str]) -> None:
+    if "forge_decisions" not in tables:
+        raise ReportError("the database schema is out of date: run `bigworld db upgrade`")
+
+
+def _read_fork(
+    main: Engine, tables: set[str], name: str, *, bucket_ticks: int | None, window: int
+) -> Run:
+    """Fork ``name``'s own history, from its store as the main world's registry places it."""
+    if "worlds" not in tables:  # a schema from before forks
+        raise ReportError(f"no world {name!r} (the database holds no forks)")
+    with session_factory(main)() as session:
+        fork = get_fork(session, name)
+        if fork is None:
+            forks = [f.name for f in list_forks(session, limit=WORLDS_NAMED + 1)]
+            more = " and more" if len(forks) > WORLDS_NAMED else ""
+            named = ", ".join([MAIN, *forks[:WORLDS_NAMED]])
+            raise ReportError(
+                f"no world {name!r} (worlds in this database: {named}{more}; "
+                "`bigworld world list` lists them all)"
+            )
+    # Opening a SQLite store that is not there would create it, empty.
+    there = (
+        Path(fork.location).is_file()
+        if main.dialect.name == "sqlite"
+        else fork.location in inspect(main).get_schema_names()
+    )
+    if not there:
+        raise ReportError(f"world {name!r} has no store at {fork.location}")
+    store = open_store(main, fork.location)
+    try:
+        own = set(inspect(store).get_table_names())
+        if "world_meta" not in own:
+            raise ReportError(f"world {name!r}'s store at {fork.location} holds no world")
+        _up_to_date(own)
+        with session_factory(store)() as session:
+            return read_run(session, bucket_ticks=bucket_ticks, window=window, fork=fork)
+    finally:
+        store.dispose()
 
 
 def _jsonable(value: Any) -> Any:
@@ -222,12 +290,22 @@ def _markdown(run: Run) -> str:
     version = run.meta.version_at(run.meta.tick)
     ended = sum(n for s, n in f.episodes_by_status.items() if s != "open")
     decided = {kind: sum(v.values()) for kind, v in f.decisions_by_kind.items()}
+    fork = run.fork
     lines = [
-        "# bigworld report",
+        "# bigworld report" + ("" if fork is None else f" of world {fork.name}"),
         "",
         f"World seed {run.meta.seed} at tick {run.meta.tick}: {version.season(run.meta.tick)}, "
         f"dynamics version {version.version}.",
         "",
+    ]
+    if fork is not None:
+        lines += [
+            f"World `{fork.name}` is a fork of `{fork.parent}` at tick {fork.at_tick}: this is "
+            "its own history since, which never touches its parent's (the history before is "
+            f"`{fork.parent}`'s: `bigworld report --world {fork.parent}`).",
+            "",
+        ]
+    lines += [
         "## The run",
         "",
         *_table(

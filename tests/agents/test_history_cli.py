@@ -265,3 +265,81 @@ def test_export_refuses_episode_filters_for_decisions(tmp_path, capsys):
     assert main(argv) == 2
     assert "takes no family filter" in capsys.readouterr().err
     assert not out.exists()
+
+
+# -- --world: a fork's history ------------------------------------------------------------------
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_history_of_a_fork_is_the_forks_and_mains_is_unchanged(
+    server, admin, agent, client, tmp_path, capsys
+):
+    from agents.client import BigWorldClient
+
+    played_in_main = play(client, 1)
+    tick = admin.world()["tick"]
+    name = f"hist-{agent.id}"
+    admin.fork_world("main", tick, name)
+    mine = ("--agent", str(agent.id))
+    assert export(server, tmp_path / "main-before.jsonl", "episodes", *mine) == 0
+    assert export(server, tmp_path / "main-steps-before.jsonl", "steps", *mine) == 0
+    try:
+        with BigWorldClient(server.url, agent.token, world=name) as there:
+            in_fork = {play(there, 2), play(there, 1)}
+
+        out = tmp_path / "fork.jsonl"
+        assert export(server, out, "episodes", *mine, "--world", name) == 0
+        rows = lines(out)
+        assert {str(r["id"]) for r in rows} == in_fork and len(rows) == 2
+        assert all(r["begin_tick"] >= tick and r["status"] == "abandoned" for r in rows)
+        steps = tmp_path / "fork-steps.jsonl"
+        assert export(server, steps, "steps", *mine, "--world", name) == 0
+        assert {str(r["episode_id"]) for r in lines(steps)} == in_fork
+        assert sorted(r["step"] for r in lines(steps)) == [1, 1, 2]
+        capsys.readouterr()
+        argv = ["history", "episodes", "--server", server.url, "--token", server.admin_token]
+        assert main([*argv, *mine, "--world", name, "--format", "jsonl"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert sorted(listed, key=lambda r: r["id"]) == sorted(rows, key=lambda r: r["id"])
+
+        # Main's history is what it was before the fork was played.
+        after = tmp_path / "main-after.jsonl"
+        assert export(server, after, "episodes", *mine) == 0
+        assert after.read_text() == (tmp_path / "main-before.jsonl").read_text()
+        assert [str(r["id"]) for r in lines(after)] == [played_in_main]
+        assert [r["begin_tick"] < tick for r in lines(after)] == [True]
+        after = tmp_path / "main-steps-after.jsonl"
+        assert export(server, after, "steps", *mine, "--world", "main") == 0
+        assert after.read_text() == (tmp_path / "main-steps-before.jsonl").read_text()
+    finally:
+        admin.delete_world(name)
+
+
+def test_an_unknown_world_is_one_line_and_writes_nothing(server, tmp_path, capsys):
+    argv = ["history", "episodes", "--server", server.url, "--token", server.admin_token]
+    assert main([*argv, "--world", "nosuch"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["bigworld: 404 unknown_world: no world 'nosuch'"]
+    out = tmp_path / "x.jsonl"
+    for what in ("episodes", "events", "steps"):
+        assert export(server, out, what, "--world", "nosuch") == 1
+        assert "no world 'nosuch'" in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_world_names_are_checked_and_decisions_are_mains(tmp_path, capsys):
+    from agents.cli import WORLD_NAME
+    from world.store.worlds import NAME
+
+    assert WORLD_NAME.pattern == NAME
+    argv = ["history", "events", "--token", "t", "--world", "Exp_1"]
+    assert main(argv) == 2
+    assert "expected a world's name" in capsys.readouterr().err
+    out = tmp_path / "d.jsonl"
+    argv = ["history", "export", "--what", "decisions", "--out", str(out), "--token", "t"]
+    assert main([*argv, "--world", "exp-1"]) == 2
+    assert "made in the main world only" in capsys.readouterr().err
+    assert not out.exists()

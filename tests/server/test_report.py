@@ -134,3 +134,70 @@ def test_wilson_intervals_and_versions_above_the_first():
     # A first version with fewer than FIRST_MIN_EPISODES episodes is not the yardstick.
     assert above_first({"0": rate(0, 1), **rates}) == ["3"]
     assert above_first({"1": rate(0, 3), "2": rate(3, 3)}) == []
+
+
+def test_report_of_a_fork_is_its_own_history_and_mains_is_unchanged(live, database_url, capsys):
+    from test_worlds_api import InWorld
+
+    admin = Api(live, ADMIN_TOKEN)
+    policy = admin.agent("player")
+    play(policy, admin, {"family": "pick_and_place"}, succeed=True, version="m1")
+    tick = admin.get("/v1/world").json()["tick"]
+    made = admin.post("/v1/worlds", json={"from": "main", "at_tick": tick, "name": "exp-1"})
+    assert made.status_code == 201, made.text
+    data = ["--database-url", database_url, "--data-dir", str(live.data_dir)]
+    assert main(["report", *data]) == 0  # main's, before the fork is played
+    before = {n: (live.data_dir / "report" / n).read_text() for n in ("report.md", "metrics.json")}
+
+    there, judge = InWorld(policy, "exp-1"), InWorld(admin, "exp-1")
+    first = play(there, judge, {"family": "pick_and_place"}, succeed=True, version="f1")
+    second = play(there, judge, {"task_id": first["task"]["id"]}, succeed=False, version="f2")
+    assert first["begin_tick"] >= tick and second["status"] == "abandoned"
+    capsys.readouterr()
+
+    assert main(["report", *data, "--world", "exp-1"]) == 0
+    out = live.data_dir / "report-exp-1"  # the default folder of a fork's report
+    assert str(out / "report.md") in capsys.readouterr().out
+    for name in PLOTS:
+        assert (out / name).read_bytes().startswith(PNG), name
+    text = (out / "report.md").read_text()
+    world = admin.get("/v1/worlds/exp-1/world").json()
+    assert text.startswith("# bigworld report of world exp-1\n")
+    assert f"fork of `main` at tick {tick}" in text and f"| ticks | {world['tick']} |" in text
+    assert "| episodes | 2 (abandoned 1, succeeded 1) |" in text
+    assert "| policy versions on steps | f1, f2 |" in text  # none of main's m1
+    assert "Average success: **50.0%** over 2 ended episodes." in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["versions"]) == {"f1", "f2"}
+    served = judge.get("/v1/metrics/learning").json()  # the server's own figures of the fork
+    assert metrics == served
+    by_version = json.loads((out / "success_by_version.json").read_text())
+    assert list(by_version["all"]) == ["f1", "f2"]
+
+    # Main's report is what it was: the fork's history is not main's.
+    assert main(["report", *data, "--world", "main"]) == 0
+    for name, was in before.items():
+        assert (live.data_dir / "report" / name).read_text() == was, name
+    assert "| policy versions on steps | m1 |" in before["report.md"]
+    assert json.loads(before["metrics.json"]) == admin.get("/v1/metrics/learning").json()
+
+    # An unknown world: one line, exit 1, nothing written (nor its default folder).
+    capsys.readouterr()
+    elsewhere = live.data_dir / "elsewhere"
+    assert main(["report", *data, "--world", "nosuch"]) == 1
+    assert main(["report", *data, "--world", "nosuch", "--out", str(elsewhere)]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and captured.out == ""
+    assert lines[0] == lines[1] and lines[0].startswith(
+        "bigworld: no world 'nosuch' (worlds in this database: main, exp-1;"
+    )
+    assert not (live.data_dir / "report-nosuch").exists() and not elsewhere.exists()
+
+
+def test_report_of_a_world_without_a_database_is_an_error(tmp_path, capsys):
+    data = tmp_path / "nowhere"
+    assert main(["report", "--data-dir", str(data), "--world", "exp-1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bigworld: no world 'exp-1' (no database at ") and err.count("\n") == 1
+    assert not data.exists()
