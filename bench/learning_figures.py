@@ -16,7 +16,7 @@ from agents.client import BigWorldClient
 from agents.train.config import GROUP_KEYS
 from agents.train.data import episode_from_detail
 from agents.train.rewards import policy_advantages
-from server.report import wilson as wilson_interval
+from world.stats import wilson as wilson_interval
 
 VOTES = 3  # m: the first m judgments of a step count, as the trainer takes them
 COLOURS = {

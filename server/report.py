@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from server.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
+from world.stats import wilson
 from world.store import make_engine, read_world, session_factory
 from world.store.worlds import MAIN, Fork, get_fork, list_forks, open_store
 from world.values import WorldMeta
@@ -53,7 +53,6 @@ PLOTS = (
 )
 TABLE_ROWS = 20  # rows per table in report.md; metrics.json has them all
 SEASON_LABELS = 24  # season changes named on the world-events plot; beyond, lines only
-Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
 FAMILIES_BY_VERSION = 3  # families drawn on the per-version panel (the most played)
 FIRST_MIN_EPISODES = 10  # the first version compared against is the first with this many
 WORLDS_NAMED = 10  # worlds an unknown world's error names
@@ -85,17 +84,6 @@ class VersionRate:
     success_rate: float | None
     low: float | None
     high: float | None
-
-
-def wilson(successes: int, episodes: int, z: float = Z95) -> tuple[float | None, float | None]:
-    """The Wilson score interval of a success rate (None, None without episodes)."""
-    if episodes <= 0:
-        return None, None
-    p = successes / episodes
-    denominator = 1 + z * z / episodes
-    centre = (p + z * z / (2 * episodes)) / denominator
-    half = z * math.sqrt(p * (1 - p) / episodes + z * z / (4 * episodes * episodes)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def version_rate(successes: int, episodes: int) -> VersionRate:

@@ -15,7 +15,8 @@ from test_learning_metrics import judge, play, store
 
 from forge.models import ForgeDecisionRow
 from server.cli import main
-from server.report import PLOTS, VersionRate, above_first, wilson, write_report
+from server.report import PLOTS, VersionRate, above_first, write_report
+from world.stats import wilson
 
 PNG = b"\x89PNG\r\n\x1a\n"
 live = test_learning_metrics.live  # the same server fixture: distances on, no forge cycles
