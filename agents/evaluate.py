@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends import Sampling
-from agents.cli import add_server_options, add_thread_option, at_least, client_for, command
+from agents.cli import (
+    MAIN_WORLD,
+    add_server_options,
+    add_thread_option,
+    at_least,
+    client_for,
+    command,
+    world_name,
+)
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, ConflictError
 from world.stats import Difference, paired_difference, unpaired_difference, wilson
@@ -63,7 +71,9 @@ def register_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--forks", type=at_least(2), required=True, help="forks to make (even: two per pair)"
     )
-    parser.add_argument("--world", default="main", help="the world to fork (default main)")
+    parser.add_argument(
+        "--world", type=world_name, default=MAIN_WORLD, help="the world to fork (default main)"
+    )
     parser.add_argument(
         "--at-tick", type=at_least(0), help="the tick to fork at (default: the world's current)"
     )
