@@ -339,9 +339,11 @@ def _at(at_tick: int | None) -> dict[str, Any]:
     return _given(at_tick=at_tick)
 
 
-def _fork_request(source: str, at_tick: int, name: str | None) -> Request:
+def _fork_request(source: str, at_tick: int, name: str | None, state_hash: bool) -> Request:
     # Not resent: a fork made before a lost answer would meet its own name (409).
     body = {"from": source, "at_tick": at_tick, **_given(name=name)}
+    if not state_hash:
+        body["hash"] = False
     return Request("POST", "/v1/worlds", json=body, resendable=False)
 
 
@@ -500,9 +502,12 @@ class BigWorldClient:
     def episode(self, episode_id: Id) -> Record:
         return self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
 
-    def fork_world(self, source: str, at_tick: int, name: str | None = None) -> Record:
-        """Fork world ``source`` (``main`` or a fork) at the end of ``at_tick`` (admin)."""
-        return self.run(_call(_fork_request(source, at_tick, name)))
+    def fork_world(
+        self, source: str, at_tick: int, name: str | None = None, *, state_hash: bool = True
+    ) -> Record:
+        """Fork world ``source`` (``main`` or a fork) at the end of ``at_tick`` (admin); with
+        ``state_hash=False`` the answer carries no hash, and the fork costs what it changes."""
+        return self.run(_call(_fork_request(source, at_tick, name, state_hash)))
 
     def worlds(self, *, page_size: int | None = None) -> Iterator[Record]:
         """The main world, then its forks by name."""
@@ -673,8 +678,10 @@ class AsyncBigWorldClient:
     async def episode(self, episode_id: Id) -> Record:
         return await self.run(_call(Request("GET", f"/v1/episodes/{episode_id}")))
 
-    async def fork_world(self, source: str, at_tick: int, name: str | None = None) -> Record:
-        return await self.run(_call(_fork_request(source, at_tick, name)))
+    async def fork_world(
+        self, source: str, at_tick: int, name: str | None = None, *, state_hash: bool = True
+    ) -> Record:
+        return await self.run(_call(_fork_request(source, at_tick, name, state_hash)))
 
     def worlds(self, *, page_size: int | None = None) -> AsyncIterator[Record]:
         return self._pages("/v1/worlds", {"limit": page_size})

@@ -186,7 +186,7 @@ def play_pair(
     try:
         for side, make in zip("ab", policies, strict=True):
             world = f"{name}-{side}"
-            admin.fork_world(args.world, tick, world)
+            admin.fork_world(args.world, tick, world, state_hash=False)
             made.append(world)
             with BigWorldClient(args.server, token, world=world) as there:
                 if spec is None:

@@ -141,7 +141,8 @@ class Runtime:
             session_factory(self.stores.main)() as main,
             self.stores.backend(main, self.lineage[:-1]) as (parent, parent_session),
         ):
-            session.info[_PAST] = parent_at(parent_session, parent, self.lineage[-1])
+            fork = self.lineage[-1]
+            session.info[_PAST] = parent_at(parent_session, parent, fork, self.stores.since(fork))
             try:
                 yield
             finally:

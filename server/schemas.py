@@ -147,6 +147,11 @@ class ForkCreate(Request):
     from_: WorldName = Field(alias="from", description="the world forked: main or a fork")
     at_tick: int = Field(ge=0, le=2**62, description="the fork is that world at the end of it")
     name: WorldName | None = Field(None, description="generated when absent")
+    hash: bool = Field(
+        True,
+        description="answer the fork's state hash (a read of the whole world, which costs what "
+        "the world holds); false makes a fork cost only what it changes",
+    )
 
 
 class ForkOut(BaseModel):
@@ -154,7 +159,9 @@ class ForkOut(BaseModel):
     parent: str
     at_tick: int
     tick: int
-    state_hash: str | None = Field(description="the fork's, equal to the parent's at at_tick")
+    state_hash: str | None = Field(
+        description="the fork's, equal to the parent's at at_tick; null when not asked for"
+    )
     created_at: float = Field(description="unix seconds")
 
 

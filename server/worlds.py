@@ -4,18 +4,22 @@ them). Translates store outcomes into the API's errors; routes stay thin."""
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from migrations import upgrade_to_head
+from migrations import head_revision, upgrade_to_head
 from server.credentials import Caller
 from server.errors import Conflict, NotFound, Unprocessable
 from server.models import AgentRow
@@ -38,8 +42,11 @@ from world.store.worlds import (
     list_forks,
     location_for,
     make_store,
+    open_store,
     remove_fork,
 )
+
+_TEMPLATE_LOCK = threading.Lock()  # one template made at a time in this process
 
 
 @dataclass(frozen=True)
@@ -102,11 +109,10 @@ def read(
         return _state(World(past, runtime.rules), _counted(past), True)
 
 
-def hashed(runtime: Runtime, session: Session, name: str) -> tuple[int, str]:
-    """World ``name``'s tick and state hash now (one read of the whole world)."""
+def hashed(runtime: Runtime, session: Session, name: str) -> str:
+    """World ``name``'s state hash now (one read of the whole world)."""
     with opened(runtime, session, name) as (_fork, now, _own):
-        world = World(now, runtime.rules)
-        return world.tick, world.state_hash()
+        return World(now, runtime.rules).state_hash()
 
 
 def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: str | None) -> Fork:
@@ -131,9 +137,8 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
                 code="tick_unreadable",
             )
         fork = Fork(name, parent, at_tick, time.time(), location_for(runtime.engine, name))
-        engine = make_store(runtime.engine, fork.location)
+        engine = new_store(runtime.engine, fork.location)
         try:
-            upgrade_to_head(engine)
             with session_factory(engine)() as store:
                 create_fork(store, past, at_tick)
                 store.commit()
@@ -146,6 +151,29 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
         session.rollback()
         raise Conflict(f"a world named {name!r} exists", code="world_exists") from exc
     return fork
+
+
+def new_store(main: Engine, location: str) -> Engine:
+    """An empty store at ``location``, migrated to head. A SQLite store is a copy of a template
+    migrated once per schema version (``forks/.template-<head>.db``): a copy takes
+    milliseconds where running the migrations takes a quarter of a second."""
+    if main.dialect.name != "sqlite":
+        engine = make_store(main, location)
+        upgrade_to_head(engine)
+        return engine
+    template = Path(location).parent / f".template-{head_revision()}.db"
+    with _TEMPLATE_LOCK:
+        if not template.is_file():
+            building = template.with_name(f"{template.name}.{secrets.token_hex(4)}")
+            engine = make_store(main, str(building))
+            try:
+                upgrade_to_head(engine)
+            finally:
+                engine.dispose()  # the last connection's close folds the WAL into the file
+            os.replace(building, template)  # whole or absent, for other servers too
+    drop_store(main, location)
+    shutil.copyfile(template, location)
+    return open_store(main, location)
 
 
 def delete(runtime: Runtime, session: Session, name: str) -> Fork:

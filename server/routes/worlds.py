@@ -32,12 +32,12 @@ def create_fork(
     """Fork a world at the end of a tick: the fork's state and hash are the parent's then, and
     nothing done in it changes the parent."""
     fork = worlds.create(runtime, session, body.from_, body.at_tick, body.name)
-    tick, state_hash = worlds.hashed(runtime, session, fork.name)
+    state_hash = worlds.hashed(runtime, session, fork.name) if body.hash else None
     return ForkOut(
         name=fork.name,
         parent=fork.parent,
         at_tick=fork.at_tick,
-        tick=tick,
+        tick=fork.at_tick,  # a fork starts at the end of its tick
         state_hash=state_hash,
         created_at=fork.created_at,
     )

@@ -25,7 +25,7 @@ from world.store import SqlBackend, ensure_world, lock_world, make_engine, sessi
 from world.store.fork import ForkBackend, create_fork
 from world.store.history import world_at
 from world.store.models import EventRow
-from world.store.past import past_backend
+from world.store.past import Since, past_backend
 from world.values import ChangeSet
 
 
@@ -184,3 +184,27 @@ def test_a_thing_the_fork_wrote_then_removed_stays_removed(
             fork = fork_of(parent, own, 0)
             assert fork.load_thing(thing) is None
             assert thing not in {r["id"] for t, r in fork.dump() if t == "thing"}
+
+
+def test_what_changed_since_the_tick_is_kept_up_as_the_parent_moves_on(
+    server: AppServer, admin: Api
+) -> None:
+    """One ``Since`` kept across reads (as a fork keeps its parent's) answers what a fresh read
+    of the whole log does, round after round of the parent moving on; its hash stays the
+    parent's at the tick."""
+    players = [Player(admin.agent(name), seed) for seed, name in enumerate(("cy", "di"))]
+    players[0].play(6)
+    then = admin.get("/v1/world", params={"hash": "true"}).json()
+    kept = Since(then["tick"])
+    for _ in range(4):
+        for player in players:
+            player.play(3)
+        with sessions(server.database_url) as parent:
+            cached, fresh = (
+                past_backend(parent, then["tick"], since=kept),
+                past_backend(parent, then["tick"]),
+            )
+            assert cached is not None and fresh is not None
+            assert list(cached.dump()) == list(fresh.dump())
+            assert hash_of(cached) == then["state_hash"]
+    assert kept.things or kept.avatars  # the parent did change things the cache holds

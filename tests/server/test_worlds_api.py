@@ -37,6 +37,11 @@ def test_a_fork_is_the_world_at_the_tick_and_leaves_it_alone(server: AppServer, 
     generated = _fork(admin, **{"from": "exp-1", "at_tick": then["tick"]})  # a fork of a fork
     assert generated["name"].startswith("fork-") and generated["parent"] == "exp-1"
     assert generated["state_hash"] == then["state_hash"]
+    # Without the hash a fork costs what it changes; its hash, asked later, is the same.
+    quick = _fork(admin, **{"from": "main", "at_tick": then["tick"], "hash": False})
+    assert quick["state_hash"] is None and quick["tick"] == then["tick"]
+    assert admin.get(f"/v1/worlds/{quick['name']}/world", params={"hash": "true"}).json() == then
+    assert admin.delete(f"/v1/worlds/{quick['name']}").status_code == 200
 
     listed = admin.get("/v1/worlds").json()
     names = [w["name"] for w in listed["items"]]

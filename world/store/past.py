@@ -18,6 +18,7 @@ This is what a fork at tick T reads through to, and ``GET /v1/world?at_tick=T``'
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -37,33 +38,52 @@ _KINDS = ("thing", "place", "avatar", "region")  # what state events name
 _CHUNK = 500  # ids per IN list
 
 
-class PastBackend:
-    """A read-only :class:`world.state.Backend` over the stored world at the end of ``tick``.
-    Open a ``World`` over it to read (its ``state_hash`` included); saving is refused.
-    ``now`` is the world as it is (a fork's store, or by default the session's tables), and
-    ``session`` holds its log."""
+class Since:
+    """What a world's log says changed after ``tick``: the images at ``tick`` of every entity
+    a later ``state`` event names (None: absent then), and the regions generated since.
 
-    def __init__(
-        self, session: Session, tick: int, meta: WorldMeta, now: Backend | None = None
-    ) -> None:
-        self.now = now or SqlBackend(session)
+    Images at a past tick never change, and a log only grows, so one ``Since`` is kept up by
+    :meth:`refresh`, which reads only the events appended since it last looked (the log is
+    numbered in commit order on both databases). A fork keeps one for its parent, so that a
+    step in it reads what its parent changed since the last step, not since the fork's tick.
+    A refresh replaces the maps rather than changing them: a backend holding the earlier ones
+    reads on undisturbed, and a map that names more entities than a reader's snapshot of the
+    log shows is still right (each image is the entity at ``tick``)."""
+
+    def __init__(self, tick: int) -> None:
         self.tick = tick
-        self._meta = meta
-        # entity -> its image at ``tick`` (None: absent then), for each entity changed since
-        self._things: dict[int, Thing | None] = {}
-        self._places: dict[str, Place] = {}
-        self._avatars: dict[str, Avatar | None] = {}
-        self._unborn: set[str] = set()  # regions generated since (keys)
-        self._read_images(session)
+        self.things: dict[int, Thing | None] = {}
+        self.places: dict[str, Place] = {}
+        self.avatars: dict[str, Avatar | None] = {}
+        self.unborn: frozenset[str] = frozenset()  # region keys
+        self.meta: WorldMeta | None = None  # the world's at ``tick``, once read
+        self._seen = 0  # the last event id read
+        self._lock = threading.Lock()
 
-    def _read_images(self, session: Session) -> None:
-        conn = session.connection()
+    def refresh(self, session: Session) -> None:
+        """Take in the state events after ``tick`` that ``session`` sees and this has not."""
+        with self._lock:
+            conn = session.connection()
+            # The entities named since, from the events' own lists (found by the tick index and
+            # the id): no index of event_entities by event to keep up on every step for this.
+            changed = select(_EVENTS.c.id, _EVENTS.c.entities).where(
+                _EVENTS.c.kind == "state", _EVENTS.c.tick > self.tick, _EVENTS.c.id > self._seen
+            )
+            named: set[str] = set()
+            for event_id, entities in conn.execute(changed):
+                named.update(entities)
+                self._seen = max(self._seen, int(event_id))
+            known = (self.things, self.places, self.avatars)
+            fresh = sorted(
+                e
+                for e in named
+                if e.split(":", 1)[0] in _KINDS and not _known(e, known, self.unborn)
+            )
+            if fresh:
+                self._take(conn, fresh)
+
+    def _take(self, conn: Any, entities: list[str]) -> None:
         state = _EVENTS.c.kind == "state"
-        # The entities named since, from the events' own lists (the tick index finds them): no
-        # index of event_entities by event to keep up on every step for this one read.
-        changed = select(_EVENTS.c.entities).where(state, _EVENTS.c.tick > self.tick)
-        named = {e for entities in conn.execute(changed).scalars() for e in entities}
-        entities = sorted(e for e in named if e.split(":", 1)[0] in _KINDS)
         latest: dict[str, int] = {}
         for chunk in _chunks(entities):
             last = (
@@ -79,6 +99,8 @@ class PastBackend:
                 select(_EVENTS.c.id, _EVENTS.c.payload).where(_EVENTS.c.id.in_(ids))
             )
             payloads.update({int(i): payload for i, payload in rows})
+        things, places, avatars = dict(self.things), dict(self.places), dict(self.avatars)
+        unborn = set(self.unborn)
         for entity in entities:
             kind, key = entity.split(":", 1)
             payload = payloads.get(latest[entity]) if entity in latest else None
@@ -88,13 +110,49 @@ class PastBackend:
                 # tick was generated since (its region_generated event may carry an earlier
                 # tick: a step generates before its clock advances).
                 if payload is None:
-                    self._unborn.add(key)
+                    unborn.add(key)
             elif kind == "thing":
-                self._things[int(key)] = None if image is None else Thing.from_row(image)
+                things[int(key)] = None if image is None else Thing.from_row(image)
             elif kind == "avatar":
-                self._avatars[key] = None if image is None else Avatar(**image)
+                avatars[key] = None if image is None else Avatar(**image)
             elif image is not None:  # places are never removed: one changed since was there
-                self._places[key] = Place(**image)
+                places[key] = Place(**image)
+        self.things, self.places, self.avatars = things, places, avatars
+        self.unborn = frozenset(unborn)
+
+
+def _known(
+    entity: str,
+    maps: tuple[dict[int, Thing | None], dict[str, Place], dict[str, Avatar | None]],
+    unborn: frozenset[str],
+) -> bool:
+    kind, key = entity.split(":", 1)
+    things, places, avatars = maps
+    if kind == "thing":
+        return int(key) in things
+    if kind == "avatar":
+        return key in avatars
+    if kind == "place":
+        return key in places
+    return key in unborn
+
+
+class PastBackend:
+    """A read-only :class:`world.state.Backend` over the stored world at the end of ``tick``.
+    Open a ``World`` over it to read (its ``state_hash`` included); saving is refused.
+    ``now`` is the world as it is (a fork's store, or by default the session's tables), and
+    ``since`` what changed after ``tick``, read from ``now``'s log (kept up by the caller)."""
+
+    def __init__(self, tick: int, meta: WorldMeta, now: Backend, since: Since) -> None:
+        self.now = now
+        self.tick = tick
+        self._meta = meta
+        # entity -> its image at ``tick`` (None: absent then), for each entity changed since:
+        # the maps as they stand now (a later refresh of ``since`` replaces, never changes, them)
+        self._things = since.things
+        self._places = since.places
+        self._avatars = since.avatars
+        self._unborn = since.unborn
 
     # -- Backend ---------------------------------------------------------------------------
     def load_meta(self) -> WorldMeta:
@@ -177,10 +235,26 @@ class PastBackend:
             yield "avatar", avatars[key]
 
 
-def past_backend(session: Session, tick: int, now: Backend | None = None) -> PastBackend | None:
+def past_backend(
+    session: Session, tick: int, now: Backend | None = None, since: Since | None = None
+) -> PastBackend | None:
     """The world at the end of ``tick`` (at most the world's own), or ``None`` where the log
     does not say where the counters stood then (written before ``counters`` events). ``now``
-    as for :class:`PastBackend`."""
+    as for :class:`PastBackend`; ``since``, a :class:`Since` of ``tick`` kept from an earlier
+    call over the same log, is brought up to date and reused (by default a new one is read)."""
+    since = since or Since(tick)
+    if since.tick != tick:
+        raise ValueError(f"expected what changed since tick {tick}, got since {since.tick}")
+    if since.meta is None:
+        since.meta = _meta_at(session, tick)
+        if since.meta is None:
+            return None
+    since.refresh(session)
+    return PastBackend(tick, since.meta, now or SqlBackend(session), since)
+
+
+def _meta_at(session: Session, tick: int) -> WorldMeta | None:
+    """The world's meta at the end of ``tick``: None where no ``counters`` event says it."""
     row = read_world(session)
     conn = session.connection()
     at_or_before = _EVENTS.c.tick <= tick
@@ -195,14 +269,13 @@ def past_backend(session: Session, tick: int, now: Backend | None = None) -> Pas
         if conn.execute(any_state).first() is not None:
             return None  # things existed by then, and no counters event says how many
         last = {"next_thing_id": 1, "counters": {}}  # nothing drawn yet: as at genesis
-    meta = WorldMeta(
+    return WorldMeta(
         seed=row.meta.seed,
         tick=tick,
         next_thing_id=int(last["next_thing_id"]),
         counters=dict(last["counters"]),
         versions=[v for v in row.meta.versions if v.since_tick <= tick],
     )
-    return PastBackend(session, tick, meta, now)
 
 
 def _image(payload: dict[str, Any], kind: str, key: str) -> dict[str, Any] | None:

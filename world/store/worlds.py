@@ -25,7 +25,7 @@ from world.store.database import make_engine, session_factory
 from world.store.errors import StoreError
 from world.store.fork import ForkBackend
 from world.store.models import ForkRow
-from world.store.past import PastBackend, past_backend
+from world.store.past import PastBackend, Since, past_backend
 
 MAIN = "main"
 NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a fork's name (and main's)
@@ -133,6 +133,9 @@ class Stores:
     def __init__(self, main: Engine) -> None:
         self.main = main
         self._engines: dict[str, Engine] = {}
+        # by fork (and its making: a name deleted and made again by another server is another
+        # fork): what its parent changed since its tick
+        self._since: dict[tuple[str, str, int, float], Since] = {}
         self._lock = threading.Lock()  # requests open them from several threads
 
     def engine(self, fork: Fork) -> Engine:
@@ -141,9 +144,19 @@ class Stores:
                 self._engines[fork.name] = open_store(self.main, fork.location)
             return self._engines[fork.name]
 
+    def since(self, fork: Fork) -> Since:
+        """What ``fork``'s parent changed after the fork's tick, kept up across requests."""
+        key = (fork.name, fork.parent, fork.at_tick, fork.created_at)
+        with self._lock:
+            if key not in self._since:
+                self._since[key] = Since(fork.at_tick)
+            return self._since[key]
+
     def forget(self, name: str) -> None:
         with self._lock:
             engine = self._engines.pop(name, None)
+            for key in [k for k in self._since if k[0] == name]:
+                del self._since[key]
         if engine is not None:
             engine.dispose()
 
@@ -161,14 +174,17 @@ class Stores:
             session = main
             for fork in chain:
                 own = stack.enter_context(session_factory(self.engine(fork))())
-                backend, session = ForkBackend(own, parent_at(session, backend, fork)), own
+                past = parent_at(session, backend, fork, self.since(fork))
+                backend, session = ForkBackend(own, past), own
             yield backend, session
 
 
-def parent_at(session: Session, parent: Backend, fork: Fork) -> PastBackend:
+def parent_at(
+    session: Session, parent: Backend, fork: Fork, since: Since | None = None
+) -> PastBackend:
     """``fork``'s parent as it was at the fork's tick: ``parent`` as it is now, over
-    ``session`` of its store (which holds its log)."""
-    past = past_backend(session, fork.at_tick, now=parent)
+    ``session`` of its store (which holds its log); ``since`` as for ``past_backend``."""
+    past = past_backend(session, fork.at_tick, now=parent, since=since)
     if past is None:
         raise StoreError(f"the log cannot say the world at tick {fork.at_tick}")
     return past
