@@ -1,13 +1,15 @@
 """Fork benchmark (not a test): what a fork costs to make, and what a step in one costs.
 
-Run: ``.venv/bin/python bench/fork_bench.py [--things N] [--forks K] [--steps S]``. A world of
-at least N stored things is generated region by region into a SQLite file (the default: WAL,
-``synchronous=FULL``), then served by ``bigworld serve`` (a real uvicorn process) over it:
+Run: ``.venv/bin/python bench/fork_bench.py [--things N] [--events E] [--forks K] [--steps S]
+[--database-url URL]``. A world of at least N stored things is generated region by region into
+a SQLite file (the default: WAL, ``synchronous=FULL``) or an empty PostgreSQL database, eight
+avatars walk it at random (in-process) until its log holds E events, and then it is served by
+``bigworld serve`` (a real uvicorn process):
 
-- one fork at the current tick, timed from the request to the answer (which carries the
-  fork's state hash, a read of the whole world), and the bytes its store adds on disk;
+- one fork at the current tick without its state hash (``"hash": false``), timed from the
+  request to the answer, and the bytes its store adds on disk; then one with the hash;
 - ``GET /v1/world?hash=true`` of the main world in the same run, the hash's own cost;
-- K forks made one after another, their total time;
+- K forks (without the hash) made one after another, their total time;
 - step p50 in a fork over step p50 in the parent: S steps of one agent in each, interleaved
   in rounds of 10 so both see the same machine.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -32,8 +35,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import httpx  # noqa: E402
 from live import start_server  # noqa: E402
 from results import provenance  # noqa: E402
+from sqlalchemy import func, select, text  # noqa: E402
 
 from migrations import upgrade_to_head  # noqa: E402
+from world.engine import observe  # noqa: E402
+from world.engine import step as engine_step  # noqa: E402
 from world.state import World  # noqa: E402
 from world.store import (  # noqa: E402
     SqlBackend,
@@ -43,6 +49,8 @@ from world.store import (  # noqa: E402
     session_factory,
 )
 from world.store.history import counts  # noqa: E402
+from world.store.models import EventRow  # noqa: E402
+from world.store.worlds import location_for  # noqa: E402
 
 HEADLINE_ORDER = 13  # the row in the README's results table (bench/results.py)
 
@@ -72,8 +80,54 @@ def generate(url: str, things: int) -> dict[str, int]:
     return stored
 
 
-def disk_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.glob("*") if p.is_file())
+def walk(url: str, events: int, seed: int = 0) -> int:
+    """Eight avatars take random admissible actions, a transaction each, until the log holds
+    ``events`` events; returns how many it holds."""
+    engine = make_engine(url)
+    factory = session_factory(engine)
+    names = [f"walker-{i}" for i in range(8)]
+    with factory() as session:
+        world = World(SqlBackend(session, lock_world(session)))
+        for name in names:
+            world.add_avatar(name, name)
+        world.commit()
+        session.commit()
+    rng, logged, i = random.Random(seed), 0, 0
+    while True:
+        with factory() as session:
+            logged = session.execute(select(func.count()).select_from(EventRow)).scalar_one()
+        if logged >= events:
+            break
+        for _ in range(500):
+            with factory() as session:
+                world = World(SqlBackend(session, lock_world(session)))
+                avatar = names[i % len(names)]
+                engine_step(world, avatar, rng.choice(observe(world, avatar).admissible))
+                world.commit()
+                session.commit()
+            i += 1
+    engine.dispose()
+    return logged
+
+
+def store_bytes(url: str, work: Path, name: str) -> int:
+    """What fork ``name``'s store takes: its files (SQLite), or its schema's relations."""
+    if url.startswith("sqlite"):
+        return sum(p.stat().st_size for p in (work / "forks").glob(f"{name}.db*") if p.is_file())
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            size = conn.execute(
+                text(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = :schema AND c.relkind IN ('r', 'S', 'm')"
+                ),
+                {"schema": location_for(engine, name)},
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return int(size)
 
 
 def step_p50(api: httpx.Client, prefix: str, episode: dict, steps: int) -> list[float]:
@@ -104,16 +158,25 @@ def begin(api: httpx.Client, prefix: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--things", type=int, default=100_000, help="stored things, at least")
+    parser.add_argument("--events", type=int, default=0, help="events in the log, at least")
+    parser.add_argument(
+        "--database-url", help="an empty PostgreSQL database (default: a SQLite file)"
+    )
     parser.add_argument("--forks", type=int, default=100, help="forks made one after another")
     parser.add_argument("--steps", type=int, default=200, help="steps timed in each world")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bigworld-forks-"))
-    url = f"sqlite:///{work / 'world.db'}"
+    url = args.database_url or f"sqlite:///{work / 'world.db'}"
+    kind = "PostgreSQL" if args.database_url else "SQLite"
     started = time.perf_counter()
     stored = generate(url, args.things)
     print(f"world: {stored} in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.events:
+        started = time.perf_counter()
+        logged = walk(url, args.events)
+        print(f"log: {logged} events in {time.perf_counter() - started:.0f} s", flush=True)
     server = start_server(work, database_url=url, env={"BIGWORLD_FORGE_ENABLED": "false"})
     try:
         headers = {"Authorization": f"Bearer {server.admin_token}"}
@@ -128,18 +191,30 @@ def main() -> int:
         started = time.perf_counter()
         hashed = admin.get("/v1/world", params={"hash": "true"}).json()
         hash_s = time.perf_counter() - started
-        before = disk_bytes(work / "forks") if (work / "forks").exists() else 0
+        # The first fork makes the SQLite template store (once per schema version): not timed.
+        admin.post("/v1/worlds", json={"from": "main", "at_tick": tick, "hash": False})
         started = time.perf_counter()
-        one = admin.post("/v1/worlds", json={"from": "main", "at_tick": tick, "name": "one"})
+        body = {"from": "main", "at_tick": tick, "name": "one", "hash": False}
+        one = admin.post("/v1/worlds", json=body)
         one_s = time.perf_counter() - started
         one.raise_for_status()
-        assert one.json()["state_hash"] == hashed["state_hash"]
-        one_bytes = disk_bytes(work / "forks") - before
-        print(f"one fork: {one_s:.2f} s, {one_bytes / 1e6:.2f} MB; hash alone {hash_s:.2f} s")
+        one_bytes = store_bytes(url, work, "one")
+        started = time.perf_counter()
+        body = {"from": "main", "at_tick": tick, "name": "hashed"}
+        with_hash = admin.post("/v1/worlds", json=body)
+        hashed_s = time.perf_counter() - started
+        with_hash.raise_for_status()
+        assert with_hash.json()["state_hash"] == hashed["state_hash"]
+        got = admin.get("/v1/worlds/one/world", params={"hash": "true"}).json()["state_hash"]
+        assert got == hashed["state_hash"]
+        print(
+            f"one fork: {one_s:.2f} s, {one_bytes / 1e6:.2f} MB; with its hash {hashed_s:.2f} s; "
+            f"the hash alone {hash_s:.2f} s"
+        )
 
         started = time.perf_counter()
         for i in range(args.forks):
-            body = {"from": "main", "at_tick": tick, "name": f"many-{i}"}
+            body = {"from": "main", "at_tick": tick, "name": f"many-{i}", "hash": False}
             admin.post("/v1/worlds", json=body).raise_for_status()
         many_s = time.perf_counter() - started
         print(f"{args.forks} forks: {many_s:.1f} s", flush=True)
@@ -160,8 +235,10 @@ def main() -> int:
 
     figures = {
         "world": {**stored, "events": events},
+        "database": kind,
         "one_fork_s": round(one_s, 3),
         "one_fork_bytes": one_bytes,
+        "one_fork_with_hash_s": round(hashed_s, 3),
         "hash_alone_s": round(hash_s, 3),
         "forks": args.forks,
         "many_forks_s": round(many_s, 2),
@@ -181,9 +258,10 @@ def main() -> int:
         **provenance(),
         "headline": {
             "order": HEADLINE_ORDER,
-            "label": f"Forks of a world of {stored['things']:,} things, SQLite",
-            "figure": f"one in {one_s:.2f} s (the state hash alone: {hash_s:.2f} s), "
-            f"{one_bytes / 1e6:.2f} MB; {args.forks} in {many_s:.0f} s; "
+            "label": f"Forks of a world of {stored['things']:,} things and {events:,} events, "
+            f"{kind}",
+            "figure": f"one in {one_s:.2f} s, {one_bytes / 1e6:.2f} MB (with its state hash: "
+            f"{hashed_s:.2f} s); {args.forks} in {many_s:.1f} s; "
             f"step p50 {ratio:.2f}x the parent's",
             "page": "docs/benchmarks/forks.md",
         },

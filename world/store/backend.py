@@ -76,7 +76,7 @@ class SqlBackend:
         stmt = _select_by(model.__table__.name, columns)  # type: ignore[attr-defined]
         return stmt.rows(self.session.connection(), values)
 
-    def _rows_in(self, model: type, column: str, values: Sequence[Any]) -> list[dict[str, Any]]:
+    def rows_in(self, model: type, column: str, values: Sequence[Any]) -> list[dict[str, Any]]:
         """Rows of ``model`` whose ``column`` is one of ``values``: one statement (the plain
         equality's for one value: a step asks for one place at a time)."""
         if len(values) == 1:
@@ -102,7 +102,7 @@ class SqlBackend:
         return [self._hand_place(r) for r in self._rows(PlaceRow, "rx", "ry", rx=rx, ry=ry)]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
-        return [self._hand_thing(r) for r in self._rows_in(ThingRow, "place", places)]
+        return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return [self._hand_thing(r) for r in self._rows(ThingRow, "holder", holder=avatar)]
@@ -116,7 +116,7 @@ class SqlBackend:
         return self._hand_avatar(rows[0]) if rows else None
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
-        return [self._hand_avatar(r) for r in self._rows_in(AvatarRow, "place", places)]
+        return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
 
     # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
     def next_tick(self, tick: int) -> int:

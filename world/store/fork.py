@@ -46,10 +46,9 @@ class ForkBackend:
         wanted = sorted(set(ids))
         if not wanted:
             return set()
-        conn = self.session.connection()
-        own = conn.execute(select(_THINGS.c.id).where(_THINGS.c.id.in_(wanted))).scalars()
-        gone = conn.execute(select(_REMOVED.c.id).where(_REMOVED.c.id.in_(wanted))).scalars()
-        return {*own, *gone}
+        own = self.own.rows_in(ThingRow, "id", wanted)
+        gone = self.own.rows_in(RemovedThingRow, "id", wanted)
+        return {row["id"] for row in (*own, *gone)}
 
     def _merge_things(self, own: list[Thing], parents: list[Thing]) -> list[Thing]:
         shadowed = self._shadowed(t.id for t in parents)

@@ -57,22 +57,36 @@ class Since:
         self.avatars: dict[str, Avatar | None] = {}
         self.unborn: frozenset[str] = frozenset()  # region keys
         self.meta: WorldMeta | None = None  # the world's at ``tick``, once read
-        self._seen = 0  # the last event id read
+        self._seen: int | None = None  # the last event id read (None: none yet)
         self._lock = threading.Lock()
 
     def refresh(self, session: Session) -> None:
         """Take in the state events after ``tick`` that ``session`` sees and this has not."""
         with self._lock:
             conn = session.connection()
-            # The entities named since, from the events' own lists (found by the tick index and
-            # the id): no index of event_entities by event to keep up on every step for this.
-            changed = select(_EVENTS.c.id, _EVENTS.c.entities).where(
-                _EVENTS.c.kind == "state", _EVENTS.c.tick > self.tick, _EVENTS.c.id > self._seen
-            )
+            # The entities named since, from the events' own lists: no index of event_entities
+            # by event to keep up on every step for this. The first look finds the events after
+            # the tick by the tick index; later ones those after the last id seen, by the key
+            # (``tick + 0``: not the tick index, whose range would hold every event since).
+            state = _EVENTS.c.kind == "state"
+            if self._seen is None:
+                last = conn.execute(select(func.max(_EVENTS.c.id))).scalar()
+                changed = select(_EVENTS.c.entities).where(state, _EVENTS.c.tick > self.tick)
+            else:
+                last = conn.execute(
+                    select(func.max(_EVENTS.c.id)).where(_EVENTS.c.id > self._seen)
+                ).scalar()
+                changed = select(_EVENTS.c.entities).where(
+                    state, _EVENTS.c.id > self._seen, _EVENTS.c.tick + 0 > self.tick
+                )
             named: set[str] = set()
-            for event_id, entities in conn.execute(changed):
-                named.update(entities)
-                self._seen = max(self._seen, int(event_id))
+            if last is not None or self._seen is None:
+                for entities in conn.execute(changed).scalars():
+                    named.update(entities)
+            if last is not None:
+                self._seen = int(last)
+            elif self._seen is None:
+                self._seen = 0
             known = (self.things, self.places, self.avatars)
             fresh = sorted(
                 e
