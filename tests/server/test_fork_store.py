@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from dbfixtures import fresh_database
 from harness import Api, AppServer, db_state
 from sqlalchemy import select
@@ -26,6 +27,7 @@ from world.store.fork import ForkBackend, create_fork
 from world.store.history import world_at
 from world.store.models import EventRow
 from world.store.past import Since, past_backend
+from world.store.worlds import location_for, open_store
 from world.values import ChangeSet
 
 
@@ -208,3 +210,26 @@ def test_what_changed_since_the_tick_is_kept_up_as_the_parent_moves_on(
             assert list(cached.dump()) == list(fresh.dump())
             assert hash_of(cached) == then["state_hash"]
     assert kept.things or kept.avatars  # the parent did change things the cache holds
+
+
+def test_a_forks_world_lock_is_its_own(server: AppServer, admin: Api, database_url: str) -> None:
+    """On PostgreSQL a fork's store is a schema of the main world's database, whose advisory
+    locks all schemas share: a fork's world lock must not wait on its parent's."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("a SQLite fork is a database file of its own: no lock is shared")
+    Player(admin.agent("eve"), 3).play(3)
+    tick = admin.get("/v1/world").json()["tick"]
+    made = admin.post("/v1/worlds", json={"from": "main", "at_tick": tick, "name": "locks"})
+    assert made.status_code == 201, made.text
+    main_engine = make_engine(server.database_url)
+    fork_engine = open_store(main_engine, location_for(main_engine, "locks"))
+    try:
+        with session_factory(main_engine)() as main, session_factory(fork_engine)() as fork:
+            lock_world(main)  # held until main's transaction ends
+            fork.connection().exec_driver_sql("SET lock_timeout = '3s'")
+            assert lock_world(fork).meta.tick == tick  # before: LockNotAvailable after 3 s
+            fork.rollback()
+            main.rollback()
+    finally:
+        fork_engine.dispose()
+        main_engine.dispose()

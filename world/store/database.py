@@ -53,7 +53,12 @@ def make_engine(
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     options = {"options": f"-c search_path={schema}"} if schema else {}
     return create_engine(
-        url, pool_size=pool_size, max_overflow=10, pool_pre_ping=True, connect_args=options
+        url,
+        pool_size=pool_size,
+        max_overflow=10,
+        pool_pre_ping=True,
+        connect_args=options,
+        execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
     )
 
 
@@ -109,7 +114,9 @@ def lock_world(session: Session) -> WorldRow:
         raise StoreError("lock_world must open the transaction (it was already begun)")
     conn = session.connection(execution_options={WRITE_OPTION: True})
     if conn.dialect.name != "sqlite":  # the whole world: every region's lock waits on it
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.WORLD_KEY})
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.spaced(conn, regions.WORLD_KEY)}
+        )
     return read_world(session, for_update=True)
 
 
@@ -123,7 +130,9 @@ def begin_locked(conn: Connection) -> None:
     conn.execution_options(**{WRITE_OPTION: True})
     conn.begin()
     if conn.dialect.name != "sqlite":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.WORLD_KEY})
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": regions.spaced(conn, regions.WORLD_KEY)}
+        )
 
 
 def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> WorldRow:

@@ -35,6 +35,11 @@ REACH = 2
 _CLASS = 1 << 48  # lock keys: class in the top bits, so keys sort world < avatar < region < log
 WORLD_KEY = 1 * _CLASS
 LOG_KEY = 4 * _CLASS
+# The forks of one PostgreSQL database live in schemas of their own, and advisory locks are the
+# database's: each schema's keys are moved into a space of their own (bits 52 to 62), so that a
+# fork's world lock does not wait on its parent's. Execution option of a fork's engine.
+LOCK_SPACE = "bigworld_lock_space"
+_SPACES = 2047
 SESSION_SCOPE = "bigworld_scope"  # session.info: the Locked of a scoped transaction
 SESSION_CLOCK = "bigworld_clock"  # session.info: True where ticks are drawn from the sequence
 SESSION_LOG = "bigworld_log"  # session.info: event groups kept by this transaction, unnumbered
@@ -67,6 +72,16 @@ class Busy(Exception):
 class ScopeError(Exception):
     """A scoped transaction wrote outside the regions it locked: the writer runs it again
     holding the whole world."""
+
+
+def lock_space(schema: str) -> int:
+    """What ``schema``'s lock keys are moved by (main, in no schema of its own, by nothing)."""
+    return (zlib.crc32(schema.encode()) % _SPACES + 1) << 52
+
+
+def spaced(conn: Connection, key: int) -> int:
+    """``key`` in the lock space of ``conn``'s world."""
+    return key + int(conn.get_execution_options().get(LOCK_SPACE, 0))
 
 
 def avatar_key(avatar: str) -> int:
@@ -107,6 +122,8 @@ def _take(conn: Connection, keys: Sequence[tuple[int, bool]], *, wait: bool) -> 
     """Take ``keys`` (key, shared) in the order given: tried first, and where one is taken
     elsewhere, waited for (``wait``) or refused with Busy. Returns the seconds waited, 0 when
     nothing was taken elsewhere: what ``/metrics`` counts as lock wait."""
+    space = spaced(conn, 0)
+    keys = [(k + space, s) for k, s in keys]
     params = {"keys": [k for k, _ in keys], "shared": [s for _, s in keys]}
     taken = conn.execute(_TRY, params).scalar()
     if taken is None:
