@@ -152,7 +152,8 @@ class Runtime:
         """The backend of this runtime's world over ``session`` (one of its transactions)."""
         if not self.lineage:
             return SqlBackend(session, world_row)
-        return ForkBackend(session, session.info[_PAST], world_row)
+        written = self.stores.written(self.lineage[-1])
+        return ForkBackend(session, session.info[_PAST], world_row, written=written)
 
     @contextmanager
     def world_transaction_unlocked(self) -> Iterator[Session]:

@@ -28,7 +28,6 @@ from world.store.history import world_at
 from world.store.models import EventRow
 from world.store.past import Since, past_backend
 from world.store.worlds import location_for, open_store
-from world.values import ChangeSet
 
 
 @contextmanager
@@ -172,16 +171,15 @@ def test_a_thing_the_fork_wrote_then_removed_stays_removed(
             create_fork(own, past_backend(parent, 0), 0)  # type: ignore[arg-type]
             own.commit()
             thing = next(r["id"] for t, r in fork_of(parent, own, 0).dump() if t == "thing")
-            for change in ("write", "remove"):
-                fork = fork_of(parent, own, 0)
-                found = fork.load_thing(thing)
-                assert found is not None
+            for change in ("write", "remove"):  # two transactions, as the server runs them
+                world = World(fork_of(parent, own, 0))
+                found = world.thing(thing)
                 if change == "write":
                     found.attrs["moved"] = True
-                    changes = ChangeSet(meta=fork.load_meta(), things={thing: found})
+                    world.touch(found)
                 else:
-                    changes = ChangeSet(meta=fork.load_meta(), removed={thing})
-                fork.save(changes)
+                    world.remove(found)
+                world.commit()
                 own.commit()
             fork = fork_of(parent, own, 0)
             assert fork.load_thing(thing) is None

@@ -15,35 +15,92 @@ A fork of a fork reads through its parent's :class:`ForkBackend` the same way.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
 from world.state import Backend
 from world.store.backend import SqlBackend, WorldRow
 from world.store.database import is_sqlite
-from world.store.models import RemovedThingRow, ThingRow, WorldMetaRow
+from world.store.models import EventRow, RemovedThingRow, ThingRow, WorldMetaRow
 from world.values import ChangeSet, Event, WorldMeta
 
+_EVENTS = EventRow.__table__
 _THINGS = ThingRow.__table__
 _REMOVED = RemovedThingRow.__table__
 
 
+class Written:
+    """The things and avatars a fork has written or removed: all its ``state`` events name, kept
+    up from its log (:meth:`refresh`, the events since the last look) and by this process's
+    saves (:meth:`add`, before they commit). What is not here is its parent's, with no need
+    to ask the fork's own tables; what is here may be the fork's (a save rolled back leaves a
+    name here and no row: the tables then say). Maps are replaced, never changed, so readers
+    in other threads see one or the other."""
+
+    def __init__(self) -> None:
+        self.things: frozenset[int] = frozenset()
+        self.avatars: frozenset[str] = frozenset()
+        self._seen = 0  # the last event id of the fork's log read
+        self._lock = threading.Lock()
+
+    def refresh(self, session: Session) -> None:
+        with self._lock:
+            conn = session.connection()
+            last = conn.execute(
+                select(func.max(_EVENTS.c.id)).where(_EVENTS.c.id > self._seen)
+            ).scalar()
+            if last is None:
+                return
+            named = select(_EVENTS.c.entities).where(
+                _EVENTS.c.id > self._seen, _EVENTS.c.kind == "state"
+            )
+            self._take(e for entities in conn.execute(named).scalars() for e in entities)
+            self._seen = max(self._seen, int(last))
+
+    def add(self, changes: ChangeSet) -> None:
+        with self._lock:
+            self._take(
+                [f"thing:{i}" for i in (*changes.things, *changes.removed)]
+                + [f"avatar:{a}" for a in changes.avatars]
+            )
+
+    def _take(self, entities: Iterable[str]) -> None:
+        things, avatars = set(self.things), set(self.avatars)
+        for entity in entities:
+            kind, key = entity.split(":", 1)
+            if kind == "thing":
+                things.add(int(key))
+            elif kind == "avatar":
+                avatars.add(key)
+        self.things, self.avatars = frozenset(things), frozenset(avatars)
+
+
 class ForkBackend:
     """A :class:`world.state.Backend` over a fork's ``session`` and its ``parent`` at the
-    fork's tick (a ``PastBackend``)."""
+    fork's tick (a ``PastBackend``). ``written`` is what the fork wrote, kept across
+    transactions by the caller (a fork's runtime); by default read from its whole log."""
 
-    def __init__(self, session: Session, parent: Backend, row: WorldRow | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        parent: Backend,
+        row: WorldRow | None = None,
+        written: Written | None = None,
+    ) -> None:
         self.own = SqlBackend(session, row)
         self.parent = parent
         self.session = session
+        self.written = written or Written()
+        self.written.refresh(session)
 
     def _shadowed(self, ids: Iterable[int]) -> set[int]:
         """Which of the parent's things ``ids`` the fork has written or removed."""
-        wanted = sorted(set(ids))
+        wanted = sorted(set(ids) & self.written.things)
         if not wanted:
             return set()
         own = self.own.rows_in(ThingRow, "id", wanted)
@@ -76,18 +133,24 @@ class ForkBackend:
         return self._merge_things(own, self.parent.load_inventory(avatar))
 
     def load_thing(self, thing: int) -> Thing | None:
+        if thing not in self.written.things:
+            return self.parent.load_thing(thing)
         own = self.own.load_thing(thing)
         if own is not None or thing in self._shadowed([thing]):
             return own
         return self.parent.load_thing(thing)
 
     def load_avatar(self, avatar: str) -> Avatar | None:
+        if avatar not in self.written.avatars:
+            return self.parent.load_avatar(avatar)
         return self.own.load_avatar(avatar) or self.parent.load_avatar(avatar)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         own = {a.id: a for a in self.own.load_avatars_in(places)}
         for avatar in self.parent.load_avatars_in(places):
-            if avatar.id not in own and self.own.load_avatar(avatar.id) is None:
+            if avatar.id in own:
+                continue
+            if avatar.id not in self.written.avatars or self.own.load_avatar(avatar.id) is None:
                 own[avatar.id] = avatar  # not moved away in the fork
         return [own[key] for key in sorted(own)]
 
@@ -103,6 +166,7 @@ class ForkBackend:
         fork's tick may have a row of the fork's too (changed, then removed), and deleting
         that row alone would let the parent's show through. Ids the fork drew are above any
         the parent held then, so recording those hides nothing."""
+        self.written.add(changes)
         self.own.save(changes)
         if changes.removed:
             rows = [{"id": i, "tick": changes.meta.tick} for i in sorted(changes.removed)]

@@ -23,7 +23,7 @@ from world.state import Backend
 from world.store.backend import SqlBackend
 from world.store.database import make_engine, session_factory
 from world.store.errors import StoreError
-from world.store.fork import ForkBackend
+from world.store.fork import ForkBackend, Written
 from world.store.models import ForkRow
 from world.store.past import PastBackend, Since, past_backend
 
@@ -136,6 +136,7 @@ class Stores:
         # by fork (and its making: a name deleted and made again by another server is another
         # fork): what its parent changed since its tick
         self._since: dict[tuple[str, str, int, float], Since] = {}
+        self._written: dict[tuple[str, str, int, float], Written] = {}  # what each fork wrote
         self._lock = threading.Lock()  # requests open them from several threads
 
     def engine(self, fork: Fork) -> Engine:
@@ -146,17 +147,20 @@ class Stores:
 
     def since(self, fork: Fork) -> Since:
         """What ``fork``'s parent changed after the fork's tick, kept up across requests."""
-        key = (fork.name, fork.parent, fork.at_tick, fork.created_at)
         with self._lock:
-            if key not in self._since:
-                self._since[key] = Since(fork.at_tick)
-            return self._since[key]
+            return self._since.setdefault(_identity(fork), Since(fork.at_tick))
+
+    def written(self, fork: Fork) -> Written:
+        """What ``fork`` wrote, kept up across requests."""
+        with self._lock:
+            return self._written.setdefault(_identity(fork), Written())
 
     def forget(self, name: str) -> None:
         with self._lock:
             engine = self._engines.pop(name, None)
-            for key in [k for k in self._since if k[0] == name]:
-                del self._since[key]
+            for kept in (self._since, self._written):
+                for key in [k for k in kept if k[0] == name]:
+                    del kept[key]
         if engine is not None:
             engine.dispose()
 
@@ -175,8 +179,14 @@ class Stores:
             for fork in chain:
                 own = stack.enter_context(session_factory(self.engine(fork))())
                 past = parent_at(session, backend, fork, self.since(fork))
-                backend, session = ForkBackend(own, past), own
+                backend, session = ForkBackend(own, past, written=self.written(fork)), own
             yield backend, session
+
+
+def _identity(fork: Fork) -> tuple[str, str, int, float]:
+    """A fork's name and its making: a name deleted and made again (by another server of the
+    same database, say) is another fork."""
+    return (fork.name, fork.parent, fork.at_tick, fork.created_at)
 
 
 def parent_at(
