@@ -26,6 +26,7 @@ from server.models import AgentRow
 from server.runtime import Runtime
 from world.state import Backend, World
 from world.store import SqlBackend, session_factory
+from world.store.database import WRITE_OPTION
 from world.store.errors import StoreError
 from world.store.fork import create_fork
 from world.store.history import counts, world_at
@@ -144,6 +145,10 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
                 store.commit()
         finally:
             engine.dispose()
+    _writing(session)
+    if parent != MAIN and get_fork(session, parent) is None:  # deleted meanwhile
+        drop_store(runtime.engine, fork.location)
+        raise NotFound(f"no world {parent!r}", code="unknown_world")
     try:
         add_fork(session, fork)
         session.commit()
@@ -180,6 +185,7 @@ def delete(runtime: Runtime, session: Session, name: str) -> Fork:
     """Remove fork ``name`` and its store; never main, never a fork that has forks."""
     if name == MAIN:
         raise Conflict("the main world cannot be deleted", code="world_is_main")
+    _writing(session)  # the checks and the removal in one write: no fork made under it meanwhile
     fork = get_fork(session, name)
     if fork is None:
         raise NotFound(f"no world {name!r}", code="unknown_world")
@@ -190,6 +196,14 @@ def delete(runtime: Runtime, session: Session, name: str) -> Fork:
     runtime.forget(name)
     drop_store(runtime.engine, fork.location)
     return fork
+
+
+def _writing(session: Session) -> None:
+    """End ``session``'s reads and begin a write transaction. A SQLite transaction that read
+    cannot write once another has committed since it began (SQLITE_BUSY_SNAPSHOT, a 503),
+    which a stepped main world does all the time."""
+    session.rollback()
+    session.connection(execution_options={WRITE_OPTION: True})
 
 
 def enlist(runtime: Runtime, caller: Caller) -> None:

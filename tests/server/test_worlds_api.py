@@ -3,6 +3,8 @@ listing, reading and deleting forks never changes the parent; bad requests chang
 
 from __future__ import annotations
 
+import threading
+
 from harness import ADMIN_TOKEN, Api, AppServer, db_state
 from workload import Player
 
@@ -144,3 +146,29 @@ def test_play_in_a_fork_leaves_the_parent_alone(server: AppServer, admin: Api) -
     main_episodes = admin.get("/v1/episodes", params={"limit": 100}).json()["items"]
     assert {e["agent_id"] for e in main_episodes} == {ann.id}
     assert admin.get("/v1/worlds/nowhere/episodes").json()["error"]["code"] == "unknown_world"
+
+
+def test_forks_are_made_and_deleted_while_main_is_stepped(server: AppServer, admin: Api) -> None:
+    """Making and deleting a fork reads, then writes the registry: on SQLite a transaction that
+    read cannot write once another committed meanwhile (503 before), as a stepped world does."""
+    player = Player(admin.agent("ann"), 5)
+    player.play(2)
+    stop = threading.Event()
+
+    def step() -> None:
+        while not stop.is_set():
+            player.play(1)
+
+    stepping = threading.Thread(target=step)
+    stepping.start()
+    try:
+        for i in range(8):
+            tick = admin.get("/v1/world").json()["tick"]
+            body = {"from": "main", "at_tick": tick, "name": f"busy-{i}", "hash": False}
+            made = admin.post("/v1/worlds", json=body)
+            assert made.status_code == 201, made.text
+            gone = admin.delete(f"/v1/worlds/busy-{i}")
+            assert gone.status_code == 200, gone.text
+    finally:
+        stop.set()
+        stepping.join()
