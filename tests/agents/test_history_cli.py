@@ -11,9 +11,12 @@ from agents.cli import main
 
 
 def play(client, steps: int) -> str:
+    """An episode of up to ``steps`` looks, then abandoned (a task's budget may end it first:
+    the shared server's draws depend on what the tests before played)."""
     start = client.begin_episode()
     for index in range(1, steps + 1):
-        client.step(start.episode_id, index, "look")
+        if client.step(start.episode_id, index, "look").done:
+            return str(start.episode_id)
     client.abandon(start.episode_id)
     return str(start.episode_id)
 
@@ -83,8 +86,7 @@ def test_events_in_a_tick_range(server, client, capsys):
 
 
 def test_export_steps_to_parquet_with_nested_fields_as_strings(server, client, agent, tmp_path):
-    play(client, 2)
-    play(client, 3)
+    played = [play(client, 2), play(client, 3)]
     out = tmp_path / "steps.parquet"
     argv = [
         "history",
@@ -102,8 +104,8 @@ def test_export_steps_to_parquet_with_nested_fields_as_strings(server, client, a
     ]
     assert main(argv) == 0
     table = pq.read_table(out).to_pylist()
-    assert len(table) == 5
-    assert sorted(r["step"] for r in table) == [1, 1, 2, 2, 3]
+    steps = sorted(s["step"] for e in played for s in client.episode(e)["steps"])
+    assert len(steps) >= 3 and sorted(r["step"] for r in table) == steps
     assert all(r["action"] == "look" for r in table)
     assert isinstance(json.loads(table[0]["admissible_actions"]), list)
 
