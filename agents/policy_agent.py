@@ -60,7 +60,9 @@ class Decision:
 
 
 class Policy(Protocol):
-    version: str
+    @property
+    def version(self) -> str: ...
+
     has_weights: bool  # False: scripted; new registered versions do not concern it
 
     def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision: ...

@@ -14,7 +14,8 @@ log = logging.getLogger("bigworld.versions")
 
 
 class Reloadable(Protocol):
-    version: str
+    @property
+    def version(self) -> str: ...
 
     def reload(self, path: Path, version: str) -> None: ...
 

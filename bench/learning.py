@@ -17,7 +17,14 @@ given the same wall time, all from the same starting weights:
 - ``integrated``: outcomes + the reward model's step votes, reward model frozen;
 - ``integrated_rm``: the same, and the reward model learns from consistency rewards;
 - ``integrated_rm_forge``: the same with the forge on (task adaptation and world dynamics);
-  in the other arms the forge is off, but episode begins still re-draw the pool's tasks.
+  in the other arms the forge is off, but episode begins still re-draw the pool's tasks;
+- ``outcome_only@exact``: outcome-only from exact groups (``TrainConfig.exact_groups``, G =
+  ``--exact-groups``): the trainer itself forks main at its tick G times and plays one episode
+  of one task of the rung's family in each, as the first player (whose avatar moves in main, so
+  the starts vary as the world's do), and learns from those groups alone; the players still
+  play in main with the latest version, and their episodes are the arm's figures, as in every
+  arm. Beside its base arm it prints the difference of their last windows (Newcombe's 95%
+  interval).
 
 The ``alfworld`` rung's models are warm-started once before the clock runs (not counted):
 demonstrating agents (one per family: the scripted explorer, which decides from the prompt
@@ -93,6 +100,7 @@ from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, Reward
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
 from agents.train.config import GROUP_KEYS, TrainConfig  # noqa: E402
 from agents.train.data import episode_from_detail  # noqa: E402
+from agents.train.exact import ExactGroups  # noqa: E402
 from agents.train.learner import (  # noqa: E402
     Choice,
     Learner,
@@ -101,6 +109,7 @@ from agents.train.learner import (  # noqa: E402
     rank_cross_entropy,
 )
 from agents.train.trainer import Trainer  # noqa: E402
+from world.stats import unpaired_difference  # noqa: E402
 
 ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "frozen": (None, False),
@@ -115,6 +124,7 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)
+EXACT = "exact"  # ARM@exact: that arm's trainer learns from exact groups it plays in forks
 
 
 @dataclass
@@ -331,6 +341,9 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
     hf_logging.disable_progress_bar()  # also in a spawned process of its own (--parallel)
     torch.set_num_threads(1)  # the arm's agents and trainer share the cores as threads
     base, _, group_by = name.partition("@")  # "outcome_only@task": that arm, grouped by task
+    exact = group_by == EXACT
+    if exact:
+        group_by = "task"  # an exact group is its fork point's (the trainer says so too)
     mode, forge = ARMS[base]
     world = work / name
     shutil.copytree(start.world, world)
@@ -384,13 +397,17 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
+                exact_groups=args.exact_groups if exact else 0,
+                exact_family=args.families[0] if exact and len(args.families) == 1 else None,
             )
+            player = start.players[sorted(start.players)[0]]  # exact groups start where it stands
             trainer = Trainer(
                 BigWorldClient(server.url, token),
                 config,
                 policy_dir=start.policy,
                 reward_dir=start.reward,
                 out=world / "train",
+                exact=ExactGroups(server.url, server.admin_token, player) if exact else None,
             )
             stops.append(trainer.stop)
             threads.append(start_thread(lambda: trainer.run(progress=False)))
@@ -418,6 +435,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             "trainer_waiting_for_group": len(trainer.waiting),
             "trainer_scripted": trainer.scripted,
         }
+        if trainer.exact is not None:
+            flow |= {k: round(v, 1) for k, v in trainer.exact.figures.as_metrics().items()}
     return {
         "arm": name,
         "mode": mode,
@@ -456,6 +475,35 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
         return {arm: future.result() for arm, future in running.items()}
 
 
+def compare_exact(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each ``ARM@exact`` arm's last window against its base arm's (run from the same start,
+    for the same wall time): the difference of success rates with its 95% interval
+    (Newcombe's, unpaired), and what it says: better or worse where the interval excludes 0."""
+    by_arm = {s["arm"]: s for s in summaries}
+    out = []
+    for s in summaries:
+        base, _, key = s["arm"].partition("@")
+        other = by_arm.get(base)
+        if key != EXACT or other is None or not s["last_window"] or not other["last_window"]:
+            continue
+        a, b = s["last_window"], other["last_window"]
+        d = unpaired_difference(
+            round(a["rate"] * a["n"]), a["n"], round(b["rate"] * b["n"]), b["n"]
+        )
+        says = "better" if d.low > 0 else "worse" if d.high < 0 else "no difference shown"
+        out.append(
+            {
+                "arm": s["arm"],
+                "base": base,
+                "difference": round(d.estimate, 4),
+                "low": round(d.low, 4),
+                "high": round(d.high, 4),
+                "says": says,
+            }
+        )
+    return out
+
+
 def _line(rows: list[dict[str, Any]]) -> str:
     wins = sum(r["success"] for r in rows)
     return f"{len(rows)} episodes, {wins} succeeded ({wins / max(1, len(rows)):.0%})"
@@ -474,9 +522,20 @@ def main() -> int:
         "--arms",
         nargs="+",
         metavar="ARM",
-        choices=[*ARMS, *(f"{a}@{g}" for a in ARMS if a != "frozen" for g in GROUP_KEYS)],
+        choices=[
+            *ARMS,
+            *(f"{a}@{g}" for a in ARMS if a != "frozen" for g in GROUP_KEYS),
+            f"outcome_only@{EXACT}",
+        ],
         help=f"of {', '.join(ARMS)} (default: frozen outcome_only); ARM@KEY groups that arm's "
-        f"rollouts by KEY, one of {', '.join(GROUP_KEYS)}",
+        f"rollouts by KEY, one of {', '.join(GROUP_KEYS)}; outcome_only@{EXACT} learns from "
+        "exact groups played in forks (--exact-groups)",
+    )
+    parser.add_argument(
+        "--exact-groups",
+        type=int,
+        default=4,
+        help="G of the @exact arms: rollouts of one task from one state per group",
     )
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
     parser.add_argument(
@@ -554,6 +613,7 @@ def main() -> int:
         results = run_arms(args, work, start)
         summaries = [summarise(results[arm], args) for arm in args.arms]
     verdicts = verdict(summaries, args.window, args.margin, args.gain)
+    comparisons = compare_exact(summaries)
     report = {
         **provenance(),
         "headline": {
@@ -566,6 +626,7 @@ def main() -> int:
         "prepare": start.figures,
         "arms": summaries,
         "verdict": verdicts,
+        "exact_vs_base": comparisons,
     }
     (args.out / "learning.json").write_text(json.dumps(report, indent=2))
     title = f"bigworld, rung {args.rung}: tiny policy, same seed and wall time"
@@ -598,6 +659,11 @@ def main() -> int:
         print(f"{s['arm']}: outcome-only advantage by grouping {json.dumps(signal)}")
     for line in verdicts:
         print(line)
+    for c in comparisons:
+        print(
+            f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
+            f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}"
+        )
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
     return 0
 

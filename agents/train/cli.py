@@ -25,7 +25,7 @@ from agents.cli import (
     limit_threads,
     stop_on_signals,
 )
-from agents.client import BigWorldClient
+from agents.client import BigWorldClient, RetryPolicy
 from agents.train.config import GROUP_KEYS, KL_REFERENCES, MODES, WARM_START_LOSSES, TrainConfig
 
 CHOICES = {
@@ -100,7 +100,12 @@ def register_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     train.add_argument(
         "--player-token",
         help="a policy agent's token: the warm start plays --warm-start-play episodes with it, "
-        "following the oracle's hints (read with --token, a trainer's)",
+        "following the oracle's hints (read with --token, a trainer's); --exact-groups plays "
+        "its rollouts with it in forks, from where its avatar stands in main",
+    )
+    train.add_argument(
+        "--fork-token",
+        help="an admin's token: --exact-groups makes and deletes its forks of main with it",
     )
     add_server_options(train)
     add_thread_option(train)
@@ -120,6 +125,14 @@ def run_train(args: argparse.Namespace) -> int:
         )
     if config.warm_start_play > 0 and args.player_token is None:
         args.parser.error("--warm-start-play plays as a policy agent: give --player-token")
+    if config.exact_groups and args.fork_token is None:
+        args.parser.error(
+            "--exact-groups forks the world, which only an admin may: give --fork-token"
+        )
+    if config.exact_groups and args.player_token is None:
+        args.parser.error(
+            "--exact-groups plays its rollouts as a policy agent: give --player-token"
+        )
     for flag, path in (("--policy", args.policy), ("--reward", args.reward)):
         if path is not None and not (path / "config.json").is_file():
             args.parser.error(f"expected a model directory with config.json at {flag}, got {path}")
@@ -129,6 +142,17 @@ def run_train(args: argparse.Namespace) -> int:
     client = client_for(args)
     check_token(client)
     player = client_for(args, args.player_token) if args.player_token else None
+    exact = None
+    if config.exact_groups:
+        from agents.train.exact import ExactGroups
+
+        check_token(client_for(args, args.fork_token))
+        exact = ExactGroups(
+            args.server,
+            args.fork_token,
+            args.player_token,
+            retry=RetryPolicy(budget_s=args.retry_s),
+        )
     trainer = Trainer(
         client,
         config,
@@ -136,10 +160,15 @@ def run_train(args: argparse.Namespace) -> int:
         reward_dir=args.reward,
         out=args.out,
         demonstrator=expert_player(player, client),
+        exact=exact,
     )
 
     stop_on_signals(trainer.stop, args.seconds)
-    history = trainer.run(args.iterations, progress=not args.no_progress)
+    try:
+        history = trainer.run(args.iterations, progress=not args.no_progress)
+    finally:
+        if exact is not None:
+            exact.close()  # forks a failed deletion left behind
     latest = {k: v.version for k, v in trainer.state.latest.items()}
     print(json.dumps({"updates": len(history), "latest": latest, "out": str(args.out)}))
     return 0

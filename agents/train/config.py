@@ -36,6 +36,12 @@ class TrainConfig:
     accuracy_window: tuple[float, float] = (0.2, 0.8)  # tasks whose votes train the reward model
     include_abandoned: bool = False  # abandons come from outside the policy (shutdown, idle)
     judgment_wait_s: float = 120.0  # an episode still short of m votes per step then is dropped
+    # Exact groups (agents/train/exact.py): the trainer itself forks main at its current tick
+    # G times and plays one episode of one task in each, so that a group's rollouts all start
+    # from one state; they need a policy agent's token and an admin's, and mode outcome_only
+    # (no reward agent judges in forks). Their groups are compared within the fork point.
+    exact_groups: int = 0  # G >= 2: learn only from exact groups of G rollouts (0: off)
+    exact_family: str | None = None  # exact groups draw tasks of this family (None: any)
     # -- the loss (agents/train/loss.py) -----------------------------------------------------
     clip_eps: float = 0.2  # PPO ε: a decision's (or token's) ratio new/rollout, in [1-ε, 1+ε]
     kl_beta: float = 0.01  # β of the k3 KL estimate to the reference's log-probs
@@ -107,6 +113,17 @@ class TrainConfig:
                 "expected votes >= 1 and 2 <= min_group_size <= group_size, got "
                 f"{self.votes}, {self.min_group_size}, {self.group_size}"
             )
+        if self.exact_groups:
+            if self.exact_groups < self.min_group_size:
+                raise ValueError(
+                    f"expected exact_groups 0 (off) or >= min_group_size ({self.min_group_size}), "
+                    f"got {self.exact_groups}"
+                )
+            if self.uses_votes:
+                raise ValueError(
+                    "exact_groups plays in forks, where no reward agent judges the steps: "
+                    f"expected mode outcome_only, got {self.mode!r}"
+                )
         if self.max_samples and self.max_samples < self.min_samples:
             raise ValueError(
                 f"expected max_samples 0 or >= min_samples, got {self.max_samples} "

@@ -8,6 +8,10 @@ reward model too (consistency rewards), save a checkpoint per model, register it
 ``POST /v1/policies`` (running agents poll the latest version and reload it in place), keep the
 last K on disk and persist the cursor. A restarted trainer resumes from ``state.json`` and the
 latest checkpoints; while the server is away every call is retried with backoff.
+
+With ``exact_groups`` G the trainer reads no history: each iteration it plays an exact group
+itself (G forks of main at its tick, one episode of one task in each: agents/train/exact.py)
+and the update, saving and registration are the same.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from agents.train.data import (
     expert_steps,
     vote_choice,
 )
+from agents.train.exact import ExactGroups
 from agents.train.learner import (
     Learner,
     Sample,
@@ -83,9 +88,20 @@ class Trainer:
         out: Path,
         clock: Callable[[], float] = time.time,
         demonstrator: Callable[[int], Any] | None = None,
+        exact: ExactGroups | None = None,
     ) -> None:
         if config.trains_reward_model and reward_dir is None:
             raise ValueError("mode integrated_rm trains the reward model: expected a reward_dir")
+        if config.exact_groups and exact is None:
+            raise ValueError(
+                "exact_groups plays in forks: expected an ExactGroups (an admin's token to fork "
+                "with, a policy agent's to play with)"
+            )
+        if config.exact_groups and config.group_by != "task":
+            # an exact group's rollouts share their round's task id and nothing else does
+            log.info("exact groups are compared within their fork point: group_by task")
+            config = dataclasses.replace(config, group_by="task")
+        self.exact = exact if config.exact_groups else None
         self.client, self.config, self.out, self.clock = client, config, Path(out), clock
         self.demonstrator = demonstrator  # plays n episodes on expert hints (warm_start_play)
         self.initial = {"policy": Path(policy_dir), "reward": reward_dir}
@@ -216,12 +232,16 @@ class Trainer:
     def _state(self) -> ckpt.TrainerState:
         self.state.cursor = self.feed.cursor
         self.state.pending = dict(self.feed.pending)
-        self.state.waiting = sorted(self.waiting)
+        # an exact group's rollouts (negative ids) lived in forks that are gone: not kept
+        self.state.waiting = sorted(i for i in self.waiting if i >= 0)
         return self.state
 
     # -- one iteration -----------------------------------------------------------------------
     def collect(self) -> int:
-        """Read what ended since the cursor; returns how many episodes became ready."""
+        """Read what ended since the cursor (or, with exact groups, play one); returns how many
+        episodes became ready."""
+        if self.exact is not None:
+            return self._play_exact_group(self.exact)
         self._patiently(self.feed.follow)
         ready = self._patiently(self.feed.ready)
         for episode in ready:
@@ -233,6 +253,24 @@ class Trainer:
             rollout = dataclasses.replace(episode.rollout, policy_version=version)
             self.waiting[rollout.episode_id] = dataclasses.replace(episode, rollout=rollout)
         return len(ready)
+
+    def _play_exact_group(self, exact: ExactGroups) -> int:
+        """One exact group with the latest version; a group whose rollouts all succeeded or
+        all failed is complete and carries no signal, so it is dropped at once."""
+        version = self.learners["policy"].version
+        path = Path(self.state.latest["policy"].path)
+        episodes = self._patiently(
+            lambda: exact.play(self.config, path=path, version=version, stop=self.stop)
+        )
+        if not episodes:
+            return 0
+        wins = sum(e.rollout.success for e in episodes)
+        if wins in (0, len(episodes)):
+            self.feed.dropped += len(episodes)
+        else:
+            for episode in episodes:
+                self.waiting[episode.rollout.episode_id] = episode
+        return len(episodes)
 
     def _due(self) -> tuple[list[Episode], int]:
         """Episodes of groups ready to learn from (consumed), after dropping dead groups."""
@@ -315,6 +353,8 @@ class Trainer:
         }
         if "reward" in stats:
             metrics.update(stats["reward"].as_metrics("rm_"))
+        if self.exact is not None:
+            metrics.update(self.exact.figures.as_metrics())
         # a reward model that learned nothing (no task in the accuracy window) keeps its version
         updated = [k for k, s in stats.items() if s.optimizer_steps > 0]
         self._save(metrics, updated)
@@ -489,7 +529,7 @@ class Trainer:
                 bar.show(first)
             while not self.stop.is_set() and (iterations is None or done < iterations):
                 try:
-                    self.collect()
+                    ready = self.collect()
                     metrics = self.update()
                 except (UnreachableError, ServerError):
                     if not self.stop.is_set():
@@ -500,7 +540,8 @@ class Trainer:
                     if progress and self.clock() - said >= WAITING_LINE_S:
                         said = self.clock()
                         print(self.waiting_line(), flush=True)
-                    self.stop.wait(self.config.poll_s)
+                    if self.exact is None or not ready:  # an exact group plays the next at once
+                        self.stop.wait(self.config.poll_s)
                     continue
                 done += 1
                 bar.show(metrics)

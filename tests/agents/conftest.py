@@ -18,12 +18,24 @@ from live import LiveServer, live_server  # noqa: E402
 STEP_BUDGET = 12
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # A short step budget, so that a test can run an episode out of steps.
     env = {"BIGWORLD_STEP_BUDGET": str(STEP_BUDGET)}
     with live_server(tmp_path_factory.mktemp("bigworld-agents"), env=env) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    yield from serve(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server for one module, whose play would change what other modules' draws meet (go_to
+    episodes by the dozen fill the pool with go_to tasks of a 2-step budget): the module
+    defines a ``server`` fixture of module scope that returns it."""
+    yield from serve(tmp_path_factory)
 
 
 @pytest.fixture

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agents.cli import main
 from agents.client import BigWorldClient
 from agents.policy_agent import ExplorerPolicy, PolicyRunner, RunnerConfig
+
+
+@pytest.fixture(scope="module")
+def server(own_server):
+    """This module's own server: the go_to episodes it plays would change other modules' draws."""
+    return own_server
 
 
 def evaluate(server, agents, *args: str) -> list[str]:

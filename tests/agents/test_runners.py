@@ -172,7 +172,7 @@ class _Stranded:
     def __init__(self) -> None:
         self.asked: list[str | None] = []
 
-    def begin_episode(self, family: str | None = None) -> str:
+    def begin_episode(self, family: str | None = None, task: object = None) -> str:
         self.asked.append(family)
         if family is not None:
             raise ConflictError(
@@ -198,7 +198,7 @@ class _Refused:
         self.stop = runner_stop
         self.abandoned: list[Id] = []
 
-    def begin_episode(self, family: str | None = None) -> EpisodeStart:
+    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStart:
         task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
         return EpisodeStart(7, task, "You are in the square 1.", ("look",), 0)
 
@@ -227,7 +227,7 @@ class _Timed:
     def __init__(self) -> None:
         self.sent: list[float] = []
 
-    def begin_episode(self, family: str | None = None) -> EpisodeStart:
+    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStart:
         task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
         return EpisodeStart(len(self.sent), task, "You are in the square 1.", ("look",), 0)
 
