@@ -15,6 +15,9 @@ given the same wall time, all from the same starting weights:
 - ``frozen``: the starting policy plays, nothing learns;
 - ``outcome_only``: the trainer learns from outcomes alone;
 - ``integrated``: outcomes + the reward model's step votes, reward model frozen;
+- ``integrated_oracle``: outcomes + step votes from the oracle (a heuristic judge without
+  noise: a step is good when it shortened the oracle's plan to the goal), the upper bound of
+  what step credit can give: if it does not beat ``outcome_only``, the integration is broken;
 - ``integrated_rm``: the same, and the reward model learns from consistency rewards;
 - ``integrated_rm_forge``: the same with the forge on (task adaptation and world dynamics);
   in the other arms the forge is off, but episode begins still re-draw the pool's tasks;
@@ -115,6 +118,7 @@ ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "frozen": (None, False),
     "outcome_only": ("outcome_only", False),
     "integrated": ("integrated_frozen_rm", False),
+    "integrated_oracle": ("integrated_frozen_rm", False),
     "integrated_rm": ("integrated_rm", False),
     "integrated_rm_forge": ("integrated_rm", True),
 }
@@ -375,8 +379,12 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             threads.append(start_thread(runner.run))
         if mode in ("integrated_frozen_rm", "integrated_rm"):
             token = admin.create_agent(f"{base}-{group_by or args.group_by}-judge", "reward").token
-            judge = ModelJudge(
-                TransformersModel(start.reward, version="init", device="cpu"), sampling, "rank"
+            judge: Any = (
+                HeuristicJudge(0.0, args.seed)
+                if base == "integrated_oracle"
+                else ModelJudge(
+                    TransformersModel(start.reward, version="init", device="cpu"), sampling, "rank"
+                )
             )
             judges = RewardRunner(
                 BigWorldClient(server.url, token),
