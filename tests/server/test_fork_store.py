@@ -23,7 +23,7 @@ from world import engine
 from world.replay import replay
 from world.state import Backend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
-from world.store.fork import ForkBackend, create_fork
+from world.store.fork import ForkBackend, Written, create_fork
 from world.store.history import world_at
 from world.store.models import EventRow
 from world.store.past import Since, past_backend
@@ -231,3 +231,51 @@ def test_a_forks_world_lock_is_its_own(server: AppServer, admin: Api, database_u
     finally:
         fork_engine.dispose()
         main_engine.dispose()
+
+
+def test_reads_a_fork_skips_are_the_reads_it_would_make(
+    server: AppServer, admin: Api, database_url: str, tmp_path: Path
+) -> None:
+    """A fork kept its own ``Written`` across a random walk (as its runtime does) reads every
+    region, place's things and crowd, and inventory as one that queries its own tables for all
+    of them does."""
+    kind = "sqlite" if database_url.startswith("sqlite") else "postgres"
+    Player(admin.agent("fay"), 4).play(8)
+    then = admin.get("/v1/world").json()
+    with (
+        fresh_database(kind, _folder(tmp_path / "fork")) as fork_url,
+        sessions(server.database_url) as parent,
+        sessions(migrated(fork_url)) as own,
+    ):
+        past = past_backend(parent, then["tick"])
+        assert past is not None
+        create_fork(own, past, then["tick"])
+        own.commit()
+        kept = Written()
+
+        def fork() -> ForkBackend:
+            return ForkBackend(own, past_backend(parent, then["tick"]), written=kept)  # type: ignore[arg-type]
+
+        walk(fork, own, ["fay"], 40, seed=13)
+        rows = list(fork().dump())
+        everything = Written()
+        everything.things = frozenset(r["id"] for t, r in rows if t == "thing")
+        everything.avatars = frozenset(r["id"] for t, r in rows if t == "avatar")
+        everything.regions = frozenset(f"{r['rx']},{r['ry']}" for t, r in rows if t == "region")
+        places = sorted(r["id"] for t, r in rows if t == "place")
+        everything.spots = frozenset(places) | everything.avatars
+        everything.crowds = frozenset(places)
+        asked = ForkBackend(own, past_backend(parent, then["tick"]), written=everything)  # type: ignore[arg-type]
+        skipping = fork()
+        assert kept.things and kept.spots  # the walk wrote things the reads must find
+        for key in sorted(everything.regions):
+            rx, ry = (int(v) for v in key.split(","))
+            assert skipping.load_region(rx, ry) == asked.load_region(rx, ry)
+            assert skipping.load_places_in(rx, ry) == asked.load_places_in(rx, ry)
+        assert skipping.load_things_in(places) == asked.load_things_in(places)
+        assert skipping.load_avatars_in(places) == asked.load_avatars_in(places)
+        for avatar in sorted(everything.avatars):
+            assert skipping.load_inventory(avatar) == asked.load_inventory(avatar)
+            assert skipping.load_avatar(avatar) == asked.load_avatar(avatar)
+        for thing in sorted(everything.things):
+            assert skipping.load_thing(thing) == asked.load_thing(thing)

@@ -35,16 +35,20 @@ _REMOVED = RemovedThingRow.__table__
 
 
 class Written:
-    """The things and avatars a fork has written or removed: all its ``state`` events name, kept
-    up from its log (:meth:`refresh`, the events since the last look) and by this process's
-    saves (:meth:`add`, before they commit). What is not here is its parent's, with no need
-    to ask the fork's own tables; what is here may be the fork's (a save rolled back leaves a
-    name here and no row: the tables then say). Maps are replaced, never changed, so readers
-    in other threads see one or the other."""
+    """What a fork has written: the things and avatars its ``state`` events name, the regions
+    they name, and where its things and avatars have stood (places, and holders for things),
+    kept up from its log (:meth:`refresh`, the events since the last look) and by this process's
+    saves (:meth:`add`, before they commit). A read of anything not here is its parent's, with
+    no query of the fork's own tables; what is here may be the fork's (a save rolled back
+    leaves a name here and no row: the tables then say). Sets are replaced, never changed, so
+    readers in other threads see one or the other."""
 
     def __init__(self) -> None:
         self.things: frozenset[int] = frozenset()
         self.avatars: frozenset[str] = frozenset()
+        self.regions: frozenset[str] = frozenset()  # keys "rx,ry"
+        self.spots: frozenset[str] = frozenset()  # places and holders of the fork's things
+        self.crowds: frozenset[str] = frozenset()  # places of the fork's avatars
         self._seen = 0  # the last event id of the fork's log read
         self._lock = threading.Lock()
 
@@ -56,28 +60,41 @@ class Written:
             ).scalar()
             if last is None:
                 return
-            named = select(_EVENTS.c.entities).where(
+            state = select(_EVENTS.c.entities, _EVENTS.c.payload).where(
                 _EVENTS.c.id > self._seen, _EVENTS.c.kind == "state"
             )
-            self._take(e for entities in conn.execute(named).scalars() for e in entities)
+            for entities, payload in conn.execute(state):
+                self._take(entities, payload.get("things", ()), payload.get("avatars", ()))
             self._seen = max(self._seen, int(last))
 
     def add(self, changes: ChangeSet) -> None:
         with self._lock:
-            self._take(
-                [f"thing:{i}" for i in (*changes.things, *changes.removed)]
-                + [f"avatar:{a}" for a in changes.avatars]
-            )
+            named = [f"thing:{i}" for i in (*changes.things, *changes.removed)]
+            named += [f"avatar:{a}" for a in changes.avatars]
+            named += [f"region:{r.key}" for r in changes.regions]
+            named += [f"region:{place.split(':', 1)[0]}" for place in changes.places]
+            things = [{"place": t.place, "holder": t.holder} for t in changes.things.values()]
+            avatars = [{"place": a.place} for a in changes.avatars.values()]
+            self._take(named, things, avatars)
 
-    def _take(self, entities: Iterable[str]) -> None:
-        things, avatars = set(self.things), set(self.avatars)
+    def _take(
+        self,
+        entities: Iterable[str],
+        things: Iterable[dict[str, Any]],
+        avatars: Iterable[dict[str, Any]],
+    ) -> None:
+        named: dict[str, set[str]] = {"thing": set(), "avatar": set(), "region": set()}
         for entity in entities:
             kind, key = entity.split(":", 1)
-            if kind == "thing":
-                things.add(int(key))
-            elif kind == "avatar":
-                avatars.add(key)
-        self.things, self.avatars = frozenset(things), frozenset(avatars)
+            if kind in named:
+                named[kind].add(key)
+        spots = {str(v) for t in things for k in ("place", "holder") if (v := t.get(k))}
+        crowds = {str(v) for a in avatars if (v := a.get("place"))}
+        self.things = self.things | {int(i) for i in named["thing"]}
+        self.avatars = self.avatars | named["avatar"]
+        self.regions = self.regions | named["region"]
+        self.spots = self.spots | spots
+        self.crowds = self.crowds | crowds
 
 
 class ForkBackend:
@@ -117,19 +134,24 @@ class ForkBackend:
         return self.own.load_meta()
 
     def load_region(self, rx: int, ry: int) -> Region | None:
+        if f"{rx},{ry}" not in self.written.regions:
+            return self.parent.load_region(rx, ry)
         return self.own.load_region(rx, ry) or self.parent.load_region(rx, ry)
 
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        if f"{rx},{ry}" not in self.written.regions:
+            return self.parent.load_places_in(rx, ry)
         places = {p.id: p for p in self.parent.load_places_in(rx, ry)}
         places.update({p.id: p for p in self.own.load_places_in(rx, ry)})
         return [places[key] for key in sorted(places)]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
-        own = self.own.load_things_in(places)
+        mine = [p for p in places if p in self.written.spots]
+        own = self.own.load_things_in(mine) if mine else []
         return self._merge_things(own, self.parent.load_things_in(places))
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        own = self.own.load_inventory(avatar)
+        own = self.own.load_inventory(avatar) if avatar in self.written.spots else []
         return self._merge_things(own, self.parent.load_inventory(avatar))
 
     def load_thing(self, thing: int) -> Thing | None:
@@ -146,7 +168,8 @@ class ForkBackend:
         return self.own.load_avatar(avatar) or self.parent.load_avatar(avatar)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
-        own = {a.id: a for a in self.own.load_avatars_in(places)}
+        mine = [p for p in places if p in self.written.crowds]
+        own = {a.id: a for a in self.own.load_avatars_in(mine)} if mine else {}
         for avatar in self.parent.load_avatars_in(places):
             if avatar.id in own:
                 continue
