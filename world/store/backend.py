@@ -304,6 +304,20 @@ _META_READ = Statement(select(_META).where(_META.c.id == 1), _META.columns)
 _META_LOCK = Statement(select(_META).where(_META.c.id == 1).with_for_update(), _META.columns)
 _META_UPDATE = Statement(update(_META).where(_META.c.id == 1))
 _EVENTS_INSERT = Statement(Base.metadata.tables["events"].insert())
+_EVENT_ID = Base.metadata.tables["events"].c.id
+_NEWEST_AFTER = Statement(
+    select(_EVENT_ID).where(_EVENT_ID > bindparam("seen")).order_by(_EVENT_ID.desc()).limit(1),
+    [_EVENT_ID],
+)
+
+
+def newest_event_after(session: Session, seen: int) -> int | None:
+    """The id of the log's newest event if it is after ``seen``, else None: what a reader that
+    keeps up with a log asks on every request, on the driver's cursor."""
+    found = _NEWEST_AFTER.lists(session.connection(), {"seen": seen})
+    return int(found[0][0]) if found else None
+
+
 _LINKS_INSERT = Statement(Base.metadata.tables["event_entities"].insert())
 _PG_META_COLUMNS = ("seed", "next_thing_id", "counters", "versions")
 

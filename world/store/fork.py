@@ -19,12 +19,12 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
 from world.state import Backend
-from world.store.backend import SqlBackend, WorldRow
+from world.store.backend import SqlBackend, WorldRow, newest_event_after
 from world.store.database import is_sqlite
 from world.store.models import EventRow, RemovedThingRow, ThingRow, WorldMetaRow
 from world.values import ChangeSet, Event, WorldMeta
@@ -54,12 +54,10 @@ class Written:
 
     def refresh(self, session: Session) -> None:
         with self._lock:
-            conn = session.connection()
-            last = conn.execute(
-                select(func.max(_EVENTS.c.id)).where(_EVENTS.c.id > self._seen)
-            ).scalar()
+            last = newest_event_after(session, self._seen)
             if last is None:
                 return
+            conn = session.connection()
             state = select(_EVENTS.c.entities, _EVENTS.c.payload).where(
                 _EVENTS.c.id > self._seen, _EVENTS.c.kind == "state"
             )

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
 from world.state import Backend
-from world.store.backend import SqlBackend, read_world
+from world.store.backend import SqlBackend, newest_event_after, read_world
 from world.store.errors import StoreError
 from world.store.models import EventEntityRow, EventRow
 from world.values import ChangeSet, WorldMeta
@@ -69,13 +69,10 @@ class Since:
             # the tick by the tick index; later ones those after the last id seen, by the key
             # (``tick + 0``: not the tick index, whose range would hold every event since).
             state = _EVENTS.c.kind == "state"
+            last = newest_event_after(session, self._seen or 0)
             if self._seen is None:
-                last = conn.execute(select(func.max(_EVENTS.c.id))).scalar()
                 changed = select(_EVENTS.c.entities).where(state, _EVENTS.c.tick > self.tick)
             else:
-                last = conn.execute(
-                    select(func.max(_EVENTS.c.id)).where(_EVENTS.c.id > self._seen)
-                ).scalar()
                 changed = select(_EVENTS.c.entities).where(
                     state, _EVENTS.c.id > self._seen, _EVENTS.c.tick + 0 > self.tick
                 )
