@@ -378,7 +378,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stops.append(runner.stop)
             threads.append(start_thread(runner.run))
         if mode in ("integrated_frozen_rm", "integrated_rm"):
-            token = admin.create_agent(f"{base}-{group_by or args.group_by}-judge", "reward").token
+            token = admin.create_agent("arm-judge", "reward").token  # the arm's server is its own
             judge: Any = (
                 HeuristicJudge(0.0, args.seed)
                 if base == "integrated_oracle"
@@ -394,9 +394,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stops.append(judges.stop)
             threads.append(start_thread(judges.run))
         if mode is not None:
-            token = admin.create_agent(
-                f"{base}-{group_by or args.group_by}-trainer", "trainer"
-            ).token
+            token = admin.create_agent("arm-trainer", "trainer").token
             config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
