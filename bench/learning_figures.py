@@ -23,6 +23,7 @@ COLOURS = {
     "frozen": (120, 120, 120),
     "outcome_only": (31, 119, 180),
     "integrated": (255, 127, 14),
+    "integrated_oracle": (140, 86, 75),
     "integrated_rm": (44, 160, 44),
     "integrated_rm_forge": (214, 39, 40),
     "trl": (148, 103, 189),  # bench/trl_grpo.py's TRL GRPOTrainer arm
