@@ -29,6 +29,7 @@ from agents.cli import (
     at_least,
     client_for,
     command,
+    limit_threads,
     world_name,
 )
 from agents.client import BigWorldClient, Record
@@ -110,8 +111,11 @@ def run_eval(args: argparse.Namespace) -> int:
                 f"got {spec!r}"
             )
     admin = client_for(args)
-    source = BigWorldClient(args.server, args.token, world=args.world)
-    tick = source.world()["tick"] if args.at_tick is None else args.at_tick
+    if args.at_tick is None:
+        with client_for(args, world=args.world) as source:
+            tick = source.world()["tick"]
+    else:
+        tick = args.at_tick
     policies = [policy_maker(spec, args, side) for side, spec in enumerate(args.policies)]
     prefix = f"eval-{secrets.token_hex(3)}"
     pairs: list[Pair] = []
@@ -154,11 +158,8 @@ def policy_maker(spec: str, args: argparse.Namespace, side: int) -> Callable[[st
     if spec == "explorer":
         return lambda world: policy_agent.ExplorerPolicy(seed)
     if spec == "expert":  # the oracle's hints are read in the fork, as admin
-        return lambda world: policy_agent.ExpertPolicy(
-            BigWorldClient(args.server, args.token, world=world)
-        )
+        return lambda world: policy_agent.ExpertPolicy(client_for(args, world=world))
     from agents.backends import TransformersModel
-    from agents.cli import limit_threads
 
     limit_threads(args.threads)
     model = policy_agent.ModelPolicy(
@@ -188,7 +189,7 @@ def play_pair(
             world = f"{name}-{side}"
             admin.fork_world(args.world, tick, world, state_hash=False)
             made.append(world)
-            with BigWorldClient(args.server, token, world=world) as there:
+            with client_for(args, token, world=world) as there:
                 if spec is None:
                     try:
                         start = there.begin_episode(family=args.family)

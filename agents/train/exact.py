@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends import Generated, LanguageModel, Sampling, TransformersModel
+from agents.cli import MAIN_WORLD
 from agents.client import BigWorldClient, EpisodeStart, RetryPolicy
 from agents.errors import (
     AuthenticationError,
@@ -46,7 +47,6 @@ from agents.train.config import TrainConfig
 from agents.train.data import Episode, episode_from_detail
 
 log = logging.getLogger("bigworld.train.exact")
-MAIN = "main"
 # What a misconfigured round raises at once (a token of the wrong role, an unknown family),
 # where retrying the next round would only fail the same way.
 FATAL = (AuthenticationError, ForbiddenError, ValidationError)
@@ -137,7 +137,7 @@ class ExactGroups:
         try:
             for name in names:
                 self.leftovers.append(name)  # until its deletion is seen through
-                self.admin.fork_world(MAIN, tick, name, state_hash=False)
+                self.admin.fork_world(MAIN_WORLD, tick, name, state_hash=False)
                 made.append(name)
                 self.leftovers.remove(name)
             self.figures.fork_s += time.perf_counter() - started

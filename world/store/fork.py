@@ -88,11 +88,19 @@ class Written:
                 named[kind].add(key)
         spots = {str(v) for t in things for k in ("place", "holder") if (v := t.get(k))}
         crowds = {str(v) for a in avatars if (v := a.get("place"))}
-        self.things = self.things | {int(i) for i in named["thing"]}
-        self.avatars = self.avatars | named["avatar"]
-        self.regions = self.regions | named["region"]
-        self.spots = self.spots | spots
-        self.crowds = self.crowds | crowds
+        # A set is replaced only where it grows: a step that writes what the fork already
+        # wrote (most of them, once it has played a while) copies nothing.
+        ids = {int(i) for i in named["thing"]}
+        if not ids <= self.things:
+            self.things = self.things | ids
+        if not named["avatar"] <= self.avatars:
+            self.avatars = self.avatars | named["avatar"]
+        if not named["region"] <= self.regions:
+            self.regions = self.regions | named["region"]
+        if not spots <= self.spots:
+            self.spots = self.spots | spots
+        if not crowds <= self.crowds:
+            self.crowds = self.crowds | crowds
 
 
 class ForkBackend:
