@@ -14,14 +14,16 @@ Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 
 
 def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float | None, float | None]:
-    """The Wilson score interval of a success rate (None, None without trials)."""
+    """The Wilson score interval of a success rate (None, None without trials). It holds the
+    rate itself: at 0 or at every trial, rounding would otherwise leave the rate a hair outside
+    (and a plot's error bar negative)."""
     if trials <= 0:
         return None, None
     p = successes / trials
     denominator = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 @dataclass(frozen=True)

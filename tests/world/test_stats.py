@@ -13,6 +13,16 @@ def test_wilson_interval() -> None:
     assert wilson(0, 0) == (None, None)
 
 
+def test_wilson_interval_holds_the_rate_at_its_ends() -> None:
+    # At 0 of n and n of n rounding once put the limit a hair past the rate, and the report's
+    # error bars (rate minus limit) failed as negative.
+    for trials in range(1, 300):
+        for successes in (0, trials):
+            low, high = wilson(successes, trials)
+            assert low is not None and high is not None
+            assert low <= successes / trials <= high
+
+
 def test_unpaired_difference_is_newcombes_method_10() -> None:
     # Newcombe (1998), Statistics in Medicine 17:873, example (a): 56/70 against 48/80.
     d = unpaired_difference(56, 70, 48, 80)
