@@ -11,7 +11,9 @@ avatars walk it at random (in-process) until its log holds E events, and then it
 - ``GET /v1/world?hash=true`` of the main world in the same run, the hash's own cost;
 - K forks (without the hash) made one after another, their total time;
 - step p50 in a fork over step p50 in the parent: S steps of one agent in each, interleaved
-  in rounds of 10 so both see the same machine.
+  in rounds of 10 so both see the same machine;
+- the same over the first 10 steps of each of 10 fresh forks (each at a tick of its own, so
+  nothing of its parent is kept yet), against 10 parent steps before each; no goal.
 
 The goals of the forks' issue (1,000,000 things and 100,000 events: one fork under 1 s and
 1 MB, 100 under 10 s, step ratio at most 1.2) are printed beside the figures, and the figures
@@ -53,6 +55,7 @@ from world.store.models import EventRow  # noqa: E402
 from world.store.worlds import location_for  # noqa: E402
 
 HEADLINE_ORDER = 13  # the row in the README's results table (bench/results.py)
+FRESH_FORKS = 10  # forks whose first 10 steps are timed
 
 
 def generate(url: str, things: int) -> dict[str, int]:
@@ -230,6 +233,22 @@ def main() -> int:
         print(
             f"step p50: parent {parent_p50 * 1e3:.1f} ms, fork {fork_p50 * 1e3:.1f} ms: {ratio:.2f}"
         )
+        # A fork's first steps read its parent at its tick from the database (a fork that has
+        # played a while finds most of it kept): fresh forks, each at a tick of its own.
+        fresh_parent: list[float] = []
+        fresh_times: list[float] = []
+        for i in range(FRESH_FORKS):
+            fresh_parent += step_p50(walker, "/v1", main_episode, 10)
+            at = admin.get("/v1/world").json()["tick"]
+            body = {"from": "main", "at_tick": at, "name": f"fresh-{i}", "hash": False}
+            admin.post("/v1/worlds", json=body).raise_for_status()
+            prefix = f"/v1/worlds/fresh-{i}"
+            fresh_times += step_p50(walker, prefix, begin(walker, prefix), 10)
+        fresh_ratio = statistics.median(fresh_times) / statistics.median(fresh_parent)
+        print(
+            f"fresh forks' first 10 steps, p50: {statistics.median(fresh_times) * 1e3:.1f} ms, "
+            f"{fresh_ratio:.2f}x the parent's ({statistics.median(fresh_parent) * 1e3:.1f} ms)"
+        )
     finally:
         server.stop()
 
@@ -245,6 +264,10 @@ def main() -> int:
         "step_p50_parent_ms": round(parent_p50 * 1e3, 2),
         "step_p50_fork_ms": round(fork_p50 * 1e3, 2),
         "step_ratio": round(ratio, 3),
+        "fresh_forks": FRESH_FORKS,
+        "fresh_step_p50_parent_ms": round(statistics.median(fresh_parent) * 1e3, 2),
+        "fresh_step_p50_fork_ms": round(statistics.median(fresh_times) * 1e3, 2),
+        "fresh_step_ratio": round(fresh_ratio, 3),
     }
     goals = {
         "one fork under 1 s": one_s < 1.0,

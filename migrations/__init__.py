@@ -9,6 +9,7 @@ once over one database migrate it exactly once. ``startup_lock`` serialises the 
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, event, text
 
 HERE = Path(__file__).parent
 _ADVISORY_LOCK = 0x6269_6777  # "bigw": any constant shared by every bigworld process
@@ -34,7 +35,9 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
+@functools.cache
 def head_revision() -> str:
+    """The newest revision (read once a process: the revisions ship with the code)."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "migrations/versions holds no revision"
     return head
@@ -99,3 +102,29 @@ def upgrade_to_head(engine: Engine) -> str:
                 connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_LOCK})
                 connection.commit()
     return head_revision()
+
+
+def upgrade_recorded(engine: Engine) -> str | None:
+    """:func:`upgrade_to_head` on ``engine``'s empty database, returning the statements that
+    changed it as one script: run in another empty database (one round trip), it leaves the
+    same schema at head without loading Alembic or asking the catalog. None where a migration
+    wrote with parameters (its script could not stand alone); reads, which take parameters
+    (the catalog's, the advisory lock), are left out."""
+    ran: list[str] = []
+    alone = True
+
+    def record(
+        _conn: object, _cursor: object, statement: str, parameters: object, *_rest: object
+    ) -> None:
+        nonlocal alone
+        if not parameters:
+            ran.append(statement)
+        elif not statement.lstrip().upper().startswith("SELECT"):
+            alone = False
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        upgrade_to_head(engine)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return ";\n".join(ran) if alone else None

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -31,6 +31,7 @@ from world.store import SqlBackend, Work, WorldRow, Writer, make_engine, session
 from world.store.database import WRITE_OPTION
 from world.store.errors import StoreError
 from world.store.fork import ForkBackend
+from world.store.past import KeptPast
 from world.store.regions import Scope
 from world.store.worlds import MAIN, Fork, Stores, lineage, parent_at
 
@@ -133,16 +134,23 @@ class Runtime:
     @contextmanager
     def parents(self, session: Session) -> Iterator[None]:
         """For the span, ``session`` of a fork's store reads through its parent as it was at
-        the fork's tick (:meth:`backend`); nothing for the main world."""
+        the fork's tick (:meth:`backend`); nothing for the main world. What the fork read of
+        its parent before is kept (``Stores.kept``): the parent's database is opened only for
+        what is not."""
         if not self.lineage:
             yield
             return
-        with (
-            session_factory(self.stores.main)() as main,
-            self.stores.backend(main, self.lineage[:-1]) as (parent, parent_session),
-        ):
-            fork = self.lineage[-1]
-            session.info[_PAST] = parent_at(parent_session, parent, fork, self.stores.since(fork))
+        fork = self.lineage[-1]
+        with ExitStack() as opened:
+
+            def open_parent() -> Backend:
+                main = opened.enter_context(session_factory(self.stores.main)())
+                parent, parent_session = opened.enter_context(
+                    self.stores.backend(main, self.lineage[:-1])
+                )
+                return parent_at(parent_session, parent, fork, self.stores.since(self.lineage))
+
+            session.info[_PAST] = KeptPast(self.stores.kept(self.lineage), open_parent)
             try:
                 yield
             finally:

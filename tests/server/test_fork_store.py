@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from dbfixtures import fresh_database
 from harness import Api, AppServer, db_state
-from sqlalchemy import select
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 from workload import Player
 
 from migrations import upgrade_to_head
+from server.worlds import new_store
 from world import engine
 from world.replay import replay
 from world.state import Backend, World
@@ -26,8 +27,8 @@ from world.store import SqlBackend, ensure_world, lock_world, make_engine, sessi
 from world.store.fork import ForkBackend, Written, create_fork
 from world.store.history import world_at
 from world.store.models import EventRow
-from world.store.past import Since, past_backend
-from world.store.worlds import location_for, open_store
+from world.store.past import Kept, KeptPast, Since, past_backend
+from world.store.worlds import location_for, make_store, open_store
 
 
 @contextmanager
@@ -210,6 +211,62 @@ def test_what_changed_since_the_tick_is_kept_up_as_the_parent_moves_on(
     assert kept.things or kept.avatars  # the parent did change things the cache holds
 
 
+def test_what_a_fork_read_of_its_parent_is_kept_and_is_the_parent_at_the_tick(
+    server: AppServer, admin: Api
+) -> None:
+    """``KeptPast`` over one ``Kept`` (as a fork's transactions read their parent) answers
+    every read as the parent at the tick does while the parent moves on, opens the parent's
+    database only for what it has not read before, and hands out copies: a transaction that
+    changes what it loaded changes nothing a later one reads. With a limit it drops what it
+    keeps and answers the same."""
+    players = [Player(admin.agent(name), seed) for seed, name in enumerate(("gil", "hal"))]
+    players[0].play(6)
+    tick = admin.get("/v1/world").json()["tick"]
+    for limit in (50_000, 40):
+        kept, opened = Kept(limit), []  # a fork's, and the transactions that opened the parent
+        for _round in range(3):
+            for player in players:
+                player.play(3)
+            with sessions(server.database_url) as parent:
+                truth = past_backend(parent, tick)
+                assert truth is not None
+
+                def open_past(parent: Session = parent, opened: list[int] = opened) -> Backend:
+                    opened.append(1)
+                    past = past_backend(parent, tick)
+                    assert past is not None
+                    return past
+
+                rows = list(truth.dump())
+                regions = sorted({(r["rx"], r["ry"]) for t, r in rows if t == "region"})
+                places = sorted(r["id"] for t, r in rows if t == "place")
+                avatars = sorted(r["id"] for t, r in rows if t == "avatar")
+                things = sorted(r["id"] for t, r in rows if t == "thing")[:60]
+                for _ in range(2):
+                    read = KeptPast(kept, open_past)
+                    assert read.load_meta() == truth.load_meta()
+                    for rx, ry in [*regions, (900, 900)]:
+                        assert read.load_region(rx, ry) == truth.load_region(rx, ry)
+                        assert read.load_places_in(rx, ry) == truth.load_places_in(rx, ry)
+                    assert read.load_things_in(places) == truth.load_things_in(places)
+                    assert read.load_avatars_in(places) == truth.load_avatars_in(places)
+                    for avatar in [*avatars, "nobody"]:
+                        assert read.load_avatar(avatar) == truth.load_avatar(avatar)
+                        assert read.load_inventory(avatar) == truth.load_inventory(avatar)
+                    for thing in [*things, 10**9]:
+                        assert read.load_thing(thing) == truth.load_thing(thing)
+                    for loaded in read.load_things_in(places):
+                        loaded.place, loaded.attrs["scribbled"] = "nowhere", True
+                    for avatar in avatars:
+                        moved = read.load_avatar(avatar)
+                        assert moved is not None
+                        moved.place = "nowhere"
+        if limit > len(rows):
+            assert len(opened) == 1  # the first transaction read it all; the rest, nothing
+        else:
+            assert len(opened) == 6  # dropped and read again in every transaction
+
+
 def test_a_forks_world_lock_is_its_own(server: AppServer, admin: Api, database_url: str) -> None:
     """On PostgreSQL a fork's store is a schema of the main world's database, whose advisory
     locks all schemas share: a fork's world lock must not wait on its parent's."""
@@ -279,3 +336,47 @@ def test_reads_a_fork_skips_are_the_reads_it_would_make(
             assert skipping.load_avatar(avatar) == asked.load_avatar(avatar)
         for thing in sorted(everything.things):
             assert skipping.load_thing(thing) == asked.load_thing(thing)
+
+
+def test_a_schema_made_from_the_kept_script_is_a_migrated_one(tmp_path: Path) -> None:
+    """On PostgreSQL the first fork's schema is migrated and the statements kept; the next is
+    made by running them. Both have the same tables, columns, indexes, constraints, sequences
+    and revision as a schema migrated by Alembic."""
+    with fresh_database("postgres", tmp_path) as url:
+        main = make_engine(migrated(url))
+        try:
+            stores = {name: new_store(main, location_for(main, name)) for name in ("one", "two")}
+            plain = make_store(main, location_for(main, "plain"))
+            upgrade_to_head(plain)
+            for engine_ in (*stores.values(), plain):
+                engine_.dispose()
+            shapes = {name: schema_shape(main, location_for(main, name)) for name in
+                      ("one", "two", "plain")}  # fmt: skip
+            assert shapes["one"] == shapes["plain"] and shapes["two"] == shapes["plain"]
+            assert len(shapes["plain"]["columns"]) > 100 and shapes["plain"]["revision"]
+        finally:
+            main.dispose()
+
+
+def schema_shape(main: Engine, schema: str) -> dict[str, list[tuple[str, ...]]]:
+    """Schema ``schema``'s definitions as the catalog states them, its name left out."""
+    queries = {
+        "columns": "SELECT table_name, column_name, data_type, column_default, is_nullable "
+        "FROM information_schema.columns WHERE table_schema = :s ORDER BY 1, 2",
+        "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes "
+        "WHERE schemaname = :s ORDER BY 1, 2",
+        "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(c.oid) "
+        "FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
+        "WHERE n.nspname = :s ORDER BY 1, 2",
+        "sequences": "SELECT sequence_name, start_value FROM information_schema.sequences "
+        "WHERE sequence_schema = :s ORDER BY 1",
+        "revision": f'SELECT version_num FROM "{schema}".alembic_version',
+    }
+    with main.connect() as conn:
+        return {
+            key: [
+                tuple(str(value).replace(schema, "S") for value in row)
+                for row in conn.execute(text(query), {"s": schema})
+            ]
+            for key, query in queries.items()
+        }

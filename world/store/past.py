@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -152,7 +152,9 @@ class PastBackend:
     """A read-only :class:`world.state.Backend` over the stored world at the end of ``tick``.
     Open a ``World`` over it to read (its ``state_hash`` included); saving is refused.
     ``now`` is the world as it is (a fork's store, or by default the session's tables), and
-    ``since`` what changed after ``tick``, read from ``now``'s log (kept up by the caller)."""
+    ``since`` what changed after ``tick``, read from ``now``'s log (kept up by the caller). Its
+    images are handed out as copies: a ``World`` changes what it loads, and ``since`` is kept
+    for later readers."""
 
     def __init__(self, tick: int, meta: WorldMeta, now: Backend, since: Since) -> None:
         self.now = now
@@ -176,7 +178,10 @@ class PastBackend:
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
         if self.load_region(rx, ry) is None:
             return []
-        return [self._places.get(p.id, p) for p in self.now.load_places_in(rx, ry)]
+        return [
+            _copy_place(self._places[p.id]) if p.id in self._places else p
+            for p in self.now.load_places_in(rx, ry)
+        ]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         wanted = set(places)
@@ -186,24 +191,30 @@ class PastBackend:
         return self._things_where(self.now.load_inventory(avatar), lambda t: t.holder == avatar)
 
     def load_thing(self, thing: int) -> Thing | None:
-        return self._things[thing] if thing in self._things else self.now.load_thing(thing)
+        if thing not in self._things:
+            return self.now.load_thing(thing)
+        image = self._things[thing]
+        return None if image is None else image.copy()
 
     def load_avatar(self, avatar: str) -> Avatar | None:
-        if avatar in self._avatars:
-            return self._avatars[avatar]
-        return self.now.load_avatar(avatar)
+        if avatar not in self._avatars:
+            return self.now.load_avatar(avatar)
+        image = self._avatars[avatar]
+        return None if image is None else _copy_avatar(image)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         wanted = set(places)
         stored = [a for a in self.now.load_avatars_in(places) if a.id not in self._avatars]
-        then = [a for a in self._avatars.values() if a is not None and a.place in wanted]
+        then = [
+            _copy_avatar(a) for a in self._avatars.values() if a is not None and a.place in wanted
+        ]
         return sorted([*stored, *then], key=lambda a: a.id)
 
     def _things_where(self, stored: Iterable[Thing], then: Callable[[Thing], bool]) -> list[Thing]:
         """``stored`` things unchanged since the tick, and the images of changed ones that
         ``then`` picks, by id."""
         kept = [t for t in stored if t.id not in self._things]
-        moved = [t for t in self._things.values() if t is not None and then(t)]
+        moved = [t.copy() for t in self._things.values() if t is not None and then(t)]
         return sorted([*kept, *moved], key=lambda t: t.id)
 
     def save(self, changes: ChangeSet) -> None:
@@ -306,3 +317,181 @@ def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 def _by_id(row: dict[str, Any]) -> int:
     return int(row["id"])
+
+
+class Kept:
+    """What has been read of one world at one past tick, kept across transactions: that world
+    never changes, so an entity read once is the same for every later reader. A fork keeps one
+    for its parent at its tick (``world.store.worlds.Stores.kept``), and a transaction in the
+    fork that finds here all it reads of its parent opens no session of the parent's database
+    and asks its log nothing (:class:`KeptPast`).
+
+    At most ``limit`` things, places and avatars are kept; past that, everything is dropped
+    and read again as needed. Maps are changed only under the lock, and readers in other
+    threads see a key whole or not at all."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self.meta: WorldMeta | None = None
+        self.regions: dict[str, Region | None] = {}
+        self.places_in: dict[str, tuple[Place, ...]] = {}  # by region key
+        self.lying: dict[str, tuple[Thing, ...]] = {}  # the things lying in a place, by place
+        self.inventories: dict[str, tuple[Thing, ...]] = {}
+        self.things: dict[int, Thing | None] = {}
+        self.avatars: dict[str, Avatar | None] = {}
+        self.crowds: dict[str, tuple[Avatar, ...]] = {}  # the avatars standing in a place
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def store(self, size: int, put: Callable[[], None]) -> None:
+        """Run ``put`` (which adds entries of ``size`` entities) under the lock, first
+        dropping everything if it would pass the limit."""
+        with self._lock:
+            if self._size + size > self.limit:
+                for kept in (self.regions, self.places_in, self.lying, self.inventories):
+                    kept.clear()
+                for kept_ in (self.things, self.avatars, self.crowds):
+                    kept_.clear()
+                self._size = 0
+            put()
+            self._size += size
+
+
+class KeptPast:
+    """A read-only :class:`world.state.Backend` over a world at a past tick: what ``kept``
+    holds, and the rest read through ``open_past()`` (a ``PastBackend``, opened at the first
+    read ``kept`` cannot answer) and kept. Each entity is handed out as a copy of its own,
+    the same one for the whole transaction (a ``World`` changes what it loads)."""
+
+    def __init__(self, kept: Kept, open_past: Callable[[], Backend]) -> None:
+        self.kept = kept
+        self._open_past = open_past
+        self._past: Backend | None = None
+        self._things: dict[int, Thing] = {}
+        self._places: dict[str, Place] = {}
+        self._avatars: dict[str, Avatar] = {}
+
+    @property
+    def past(self) -> Backend:
+        if self._past is None:
+            self._past = self._open_past()
+        return self._past
+
+    # -- handing out copies ----------------------------------------------------------------
+    def _thing(self, thing: Thing) -> Thing:
+        if thing.id not in self._things:
+            self._things[thing.id] = thing.copy()
+        return self._things[thing.id]
+
+    def _place(self, place: Place) -> Place:
+        if place.id not in self._places:
+            self._places[place.id] = _copy_place(place)
+        return self._places[place.id]
+
+    def _avatar(self, avatar: Avatar) -> Avatar:
+        if avatar.id not in self._avatars:
+            self._avatars[avatar.id] = _copy_avatar(avatar)
+        return self._avatars[avatar.id]
+
+    # -- Backend ---------------------------------------------------------------------------
+    # Each reads what is kept into a local first: the limit may drop it from the maps meanwhile.
+    def load_meta(self) -> WorldMeta:
+        meta = self.kept.meta
+        if meta is None:
+            meta = self.past.load_meta()
+            self.kept.store(0, lambda: setattr(self.kept, "meta", meta))
+        return meta.copy()
+
+    def load_region(self, rx: int, ry: int) -> Region | None:
+        key = f"{rx},{ry}"
+        region = self.kept.regions.get(key, _UNREAD)
+        if region is _UNREAD:
+            region = self.past.load_region(rx, ry)
+            self.kept.store(1, lambda: self.kept.regions.__setitem__(key, region))
+        return None if region is None else dataclasses.replace(region)
+
+    def load_places_in(self, rx: int, ry: int) -> list[Place]:
+        key = f"{rx},{ry}"
+        places = self.kept.places_in.get(key)
+        if places is None:
+            places = tuple(self.past.load_places_in(rx, ry))
+            self.kept.store(len(places), lambda: self.kept.places_in.__setitem__(key, places))
+        return [self._place(p) for p in places]
+
+    def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        found = self._in_places(self.kept.lying, places, lambda ps: self.past.load_things_in(ps))
+        return [self._thing(found[i]) for i in sorted(found)]
+
+    def load_inventory(self, avatar: str) -> list[Thing]:
+        held = self.kept.inventories.get(avatar)
+        if held is None:
+            held = tuple(self.past.load_inventory(avatar))
+            self.kept.store(len(held) + 1, lambda: self.kept.inventories.__setitem__(avatar, held))
+        return [self._thing(t) for t in held]
+
+    def load_thing(self, thing: int) -> Thing | None:
+        image = self.kept.things.get(thing, _UNREAD)
+        if image is _UNREAD:
+            image = self.past.load_thing(thing)
+            self.kept.store(1, lambda: self.kept.things.__setitem__(thing, image))
+        return None if image is None else self._thing(image)
+
+    def load_avatar(self, avatar: str) -> Avatar | None:
+        image = self.kept.avatars.get(avatar, _UNREAD)
+        if image is _UNREAD:
+            image = self.past.load_avatar(avatar)
+            self.kept.store(1, lambda: self.kept.avatars.__setitem__(avatar, image))
+        return None if image is None else self._avatar(image)
+
+    def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
+        found = self._in_places(self.kept.crowds, places, lambda ps: self.past.load_avatars_in(ps))
+        return [self._avatar(found[key]) for key in sorted(found)]
+
+    def _in_places(
+        self,
+        kept: dict[str, tuple[Placed, ...]],
+        places: Sequence[str],
+        read: Callable[[list[str]], Sequence[Placed]],
+    ) -> dict[Any, Placed]:
+        """What lies (or stands) in ``places`` by id: what ``kept`` holds, and the rest read
+        with ``read`` (which opens the parent: called only for what is not kept) and kept,
+        place by place (a place with nothing in it too)."""
+        known = {p: kept.get(p) for p in places}
+        found = {e.id: e for there in known.values() if there for e in there}
+        missing = [p for p, there in known.items() if there is None]
+        if missing:
+            fresh = read(missing)
+            by_place: dict[str, list[Placed]] = {p: [] for p in missing}
+            for entity in fresh:
+                by_place[str(entity.place)].append(entity)
+            self.kept.store(
+                len(fresh) + len(missing),
+                lambda: kept.update({p: tuple(there) for p, there in by_place.items()}),
+            )
+            found.update({e.id: e for e in fresh})
+        return found
+
+    def save(self, changes: ChangeSet) -> None:
+        raise StoreError("the world at a past tick is read-only")
+
+    def next_tick(self, tick: int) -> int:
+        raise StoreError("the world at a past tick is read-only")
+
+    def reserve_ids(self, meta: WorldMeta) -> None:
+        raise StoreError("the world at a past tick is read-only")
+
+    def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        return self.past.dump()
+
+
+Placed = TypeVar("Placed", Thing, Avatar)
+_UNREAD: Any = object()  # a key not kept (None is kept: absent at the tick)
+
+
+def _copy_place(place: Place) -> Place:
+    return Place(place.id, place.kind, place.name, dict(place.exits), place.outdoor,
+                 dict(place.attrs))  # fmt: skip
+
+
+def _copy_avatar(avatar: Avatar) -> Avatar:
+    return Avatar(avatar.id, avatar.name, avatar.place, avatar.capacity, dict(avatar.attrs))

@@ -25,7 +25,7 @@ from world.store.database import make_engine, session_factory
 from world.store.errors import StoreError
 from world.store.fork import ForkBackend, Written
 from world.store.models import ForkRow
-from world.store.past import PastBackend, Since, past_backend
+from world.store.past import Kept, PastBackend, Since, past_backend
 
 MAIN = "main"
 NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a fork's name (and main's)
@@ -133,10 +133,12 @@ class Stores:
     def __init__(self, main: Engine) -> None:
         self.main = main
         self._engines: dict[str, Engine] = {}
-        # by fork (and its making: a name deleted and made again by another server is another
-        # fork): what its parent changed since its tick
-        self._since: dict[tuple[str, str, int, float], Since] = {}
-        self._written: dict[tuple[str, str, int, float], Written] = {}  # what each fork wrote
+        # By parent and tick: what the parent changed since the tick, and what its forks have
+        # read of it as it was then (all the forks at one tick of one parent share them).
+        self._since: dict[tuple[Identity, int], Since] = {}
+        self._kept: dict[tuple[Identity, int], Kept] = {}
+        self._at: dict[str, tuple[Identity, int]] = {}  # each fork's parent and tick
+        self._written: dict[Identity, Written] = {}  # what each fork wrote
         self._lock = threading.Lock()  # requests open them from several threads
 
     def engine(self, fork: Fork) -> Engine:
@@ -145,10 +147,23 @@ class Stores:
                 self._engines[fork.name] = open_store(self.main, fork.location)
             return self._engines[fork.name]
 
-    def since(self, fork: Fork) -> Since:
-        """What ``fork``'s parent changed after the fork's tick, kept up across requests."""
+    def since(self, chain: list[Fork]) -> Since:
+        """What the parent of ``chain``'s last fork (``lineage``) changed after the fork's
+        tick, kept up across requests."""
         with self._lock:
-            return self._since.setdefault(_identity(fork), Since(fork.at_tick))
+            return self._since.setdefault(self._at_of(chain), Since(chain[-1].at_tick))
+
+    def kept(self, chain: list[Fork]) -> Kept:
+        """What has been read of the parent of ``chain``'s last fork as it was at the fork's
+        tick, kept across requests."""
+        with self._lock:
+            return self._kept.setdefault(self._at_of(chain), Kept())
+
+    def _at_of(self, chain: list[Fork]) -> tuple[Identity, int]:
+        fork = chain[-1]
+        parent = _identity(chain[-2]) if len(chain) > 1 else (MAIN, "", 0, 0.0)
+        self._at[fork.name] = (parent, fork.at_tick)
+        return self._at[fork.name]
 
     def written(self, fork: Fork) -> Written:
         """What ``fork`` wrote, kept up across requests."""
@@ -156,11 +171,19 @@ class Stores:
             return self._written.setdefault(_identity(fork), Written())
 
     def forget(self, name: str) -> None:
+        """Drop what is kept for fork ``name``: its engine, what it wrote, what is kept of its
+        parent at its tick (other forks made there read it again) and what is kept of it."""
         with self._lock:
             engine = self._engines.pop(name, None)
-            for kept in (self._since, self._written):
-                for key in [k for k in kept if k[0] == name]:
-                    del kept[key]
+            for fork in [k for k in self._written if k[0] == name]:
+                del self._written[fork]
+            at = self._at.pop(name, None)
+            stale = [
+                k for k in self._since.keys() | self._kept.keys() if k == at or k[0][0] == name
+            ]
+            for parent in stale:
+                self._since.pop(parent, None)
+                self._kept.pop(parent, None)
         if engine is not None:
             engine.dispose()
 
@@ -176,14 +199,17 @@ class Stores:
         with ExitStack() as stack:
             backend: Backend = SqlBackend(main)
             session = main
-            for fork in chain:
+            for i, fork in enumerate(chain):
                 own = stack.enter_context(session_factory(self.engine(fork))())
-                past = parent_at(session, backend, fork, self.since(fork))
+                past = parent_at(session, backend, fork, self.since(chain[: i + 1]))
                 backend, session = ForkBackend(own, past, written=self.written(fork)), own
             yield backend, session
 
 
-def _identity(fork: Fork) -> tuple[str, str, int, float]:
+Identity = tuple[str, str, int, float]
+
+
+def _identity(fork: Fork) -> Identity:
     """A fork's name and its making: a name deleted and made again (by another server of the
     same database, say) is another fork."""
     return (fork.name, fork.parent, fork.at_tick, fork.created_at)
