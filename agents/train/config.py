@@ -31,7 +31,7 @@ class TrainConfig:
     # the oracle's plan, which a persistent world repeats far more often than a task and start.
     group_by: str = "distance"  # rollouts compared within: task | family | distance
     min_group_size: int = 2  # a group with fewer rollouts gives no advantage and is dropped
-    group_size: int = 4  # an all-success or all-failure group this big is given up
+    group_size: int = 4  # a uniform group this big is ranked by its votes, or given up without
     max_staleness: int = 2  # waiting rollouts more versions behind than this are dropped
     accuracy_window: tuple[float, float] = (0.2, 0.8)  # tasks whose votes train the reward model
     include_abandoned: bool = False  # abandons come from outside the policy (shutdown, idle)

@@ -5,8 +5,10 @@ reward model's answer did not parse) earns ``R_i = O + (λ/m)·Σ_j S_ij`` (outc
 Rollouts are grouped by (task, policy version) — or, in a world that never resets, where the
 same task rarely meets the same start twice, by (family, the oracle's plan length at the start,
 policy version): like is compared with like. R is standardised at each step index across the
-group's rollouts that reached it. Groups too small to compare, groups whose rollouts all
-succeeded or all failed, and samples whose advantage is zero are dropped.
+group's rollouts that reached it. Groups too small to compare and samples whose advantage is
+zero are dropped, and so, outcome-only, are groups whose rollouts all succeeded or all failed.
+With votes such a group still ranks its steps: where outcomes are sparse, most groups failed
+throughout, and the votes are then the only signal there is.
 
 Reward model: vote j on step i earns ``R_i·S_ij`` (an unparseable vote earns −2), standardised
 among the m votes of that step; only groups whose accuracy lies in the window contribute.
@@ -74,7 +76,7 @@ class Tally:
 
     groups: int = 0  # groups that gave samples
     small_groups: int = 0  # fewer rollouts than the minimum
-    uniform_groups: int = 0  # all succeeded or all failed (policy)
+    uniform_groups: int = 0  # all succeeded or all failed (policy; kept with votes)
     outside_window: int = 0  # accuracy outside the window (reward model)
     zero_samples: int = 0  # advantage zero
     samples: int = 0
@@ -154,7 +156,8 @@ def policy_advantages(
         wins = sum(r.success for r in group)
         if wins in (0, len(group)):
             tally.uniform_groups += 1
-            continue
+            if not integrated:  # every reward the same: nothing to compare
+                continue
         tally.groups += 1
         tally.accuracies.append(wins / len(group))
         rewards = [step_rewards(r, lam=lam, m=m, integrated=integrated) for r in group]

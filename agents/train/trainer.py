@@ -282,11 +282,14 @@ class Trainer:
             wins = sum(r.success for r in group)
             uniform = wins in (0, len(group))
             stale = self._age(group[0].policy_version) > cfg.max_staleness
-            if stale or (uniform and len(group) >= cfg.group_size):
+            # A uniform group waits for a differing outcome until it is group_size big; then,
+            # with votes, its steps are still ranked by them, and without, it is given up.
+            complete = len(group) >= cfg.group_size
+            if stale or (uniform and complete and not cfg.uses_votes):
                 dead += len(group)
                 for r in group:
                     del self.waiting[r.episode_id]
-            elif len(group) >= cfg.min_group_size and not uniform:
+            elif (uniform and complete) or (len(group) >= cfg.min_group_size and not uniform):
                 use.extend(self.waiting[r.episode_id] for r in group)
         return use, dead
 

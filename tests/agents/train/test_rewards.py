@@ -88,13 +88,30 @@ def test_groups_split_by_task_and_version_and_the_filters_drop_what_has_no_signa
         rollout(6, -1, ((1, 1, 1),), task="w"),  # w@1: all failed → dropped
         rollout(7, -1, ((-1, 1, 1),), task="w"),
     ]
-    advantages, tally = policy_advantages(rs)
+    advantages, tally = policy_advantages(rs, integrated=False)
     assert {x.episode_id for x in advantages} == {1, 2}
     assert (tally.groups, tally.small_groups, tally.uniform_groups) == (1, 1, 2)
     # grouping by family pools the tasks: one group of six version-1 rollouts
-    by_family, tally = policy_advantages(rs, by="family")
+    by_family, tally = policy_advantages(rs, by="family", integrated=False)
     assert {x.episode_id for x in by_family} == {1, 2, 4, 5, 6, 7}
     assert tally.small_groups == 1
+
+
+def test_with_votes_a_group_that_all_failed_still_ranks_its_steps() -> None:
+    """Where outcomes are sparse most groups fail throughout: outcome-only learns nothing from
+    them, and the votes must still push the voted-up step's probability up and the other's
+    down (a uniform group used to be dropped in every mode, so step credit gave nothing)."""
+    failed = [
+        rollout(1, -1, ((1, 1, 1), (1, 1, -1))),  # both steps voted good
+        rollout(2, -1, ((-1, -1, -1), (1, 1, -1))),  # its first step voted bad
+    ]
+    none, tally = policy_advantages(failed, integrated=False)
+    assert none == [] and tally.uniform_groups == 1
+    ranked, tally = policy_advantages(failed, integrated=True)
+    assert tally.uniform_groups == 1 and tally.groups == 1
+    assert found(ranked) == pytest.approx({(1, 1): 1.0, (2, 1): -1.0})  # step 2: a tie
+    succeeded = [rollout(3, 1, ((1, 1, 1),)), rollout(4, 1, ((1, -1, -1),))]
+    assert found(policy_advantages(succeeded)[0]) == pytest.approx({(3, 1): 1.0, (4, 1): -1.0})
 
 
 def test_min_group_size_is_respected() -> None:

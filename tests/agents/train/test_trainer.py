@@ -92,6 +92,7 @@ class FakeServer:
         version: str,
         steps: int = 2,
         votes: int = 3,
+        flip_votes: bool = False,
         rm_version: str = "1",
         policy: str | None = None,
         decoding: dict[str, Any] | None = None,
@@ -119,7 +120,7 @@ class FakeServer:
                 }
             )
             for j in range(votes):
-                score = outcome if (i + j) % 2 else -outcome
+                score = (outcome if (i + j) % 2 else -outcome) * (-1 if flip_votes else 1)
                 judgments.append(
                     {
                         "step": i,
@@ -345,6 +346,27 @@ def test_groups_wait_for_signal_and_scripted_rollouts_are_not_trained_on(
         server.add_episode("c", -1, version=t.learners["policy"].version)
     t.collect()
     assert t.update() is None and not t.waiting
+
+
+def test_with_votes_a_group_that_all_failed_is_trained_on_once_complete(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Outcome-only gives up a complete group whose episodes all failed; with votes it learns
+    from it (the second episode's votes are the first's flipped, so every step differs)."""
+    for mode, learns in (("outcome_only", False), ("integrated_frozen_rm", True)):
+        server = FakeServer()
+        t = trainer(server, models, tmp_path / mode, mode=mode, group_size=2, min_samples=1)
+        first = t.learners["policy"].version
+        server.add_episode("a", -1, version="1")
+        server.add_episode("a", -1, version="1", flip_votes=True)
+        t.collect()
+        metrics = t.update()
+        assert not t.waiting
+        if learns:
+            assert metrics is not None and metrics["groups"] == 1 and metrics["accuracy"] == 0
+            assert t.learners["policy"].version != first
+        else:
+            assert metrics is None and t.feed.dropped == 2
 
 
 def test_the_trainer_rides_out_a_server_outage_and_a_lost_registration_answer(
