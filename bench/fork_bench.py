@@ -51,8 +51,7 @@ from world.store import (  # noqa: E402
     session_factory,
 )
 from world.store.history import counts  # noqa: E402
-from world.store.models import EventRow  # noqa: E402
-from world.store.worlds import location_for  # noqa: E402
+from world.store.models import EventRow, ForkRow  # noqa: E402
 
 HEADLINE_ORDER = 13  # the row in the README's results table (bench/results.py)
 FRESH_FORKS = 10  # forks whose first 10 steps are timed
@@ -113,20 +112,24 @@ def walk(url: str, events: int, seed: int = 0) -> int:
     return logged
 
 
-def store_bytes(url: str, work: Path, name: str) -> int:
+def store_bytes(url: str, name: str) -> int:
     """What fork ``name``'s store takes: its files (SQLite), or its schema's relations."""
-    if url.startswith("sqlite"):
-        return sum(p.stat().st_size for p in (work / "forks").glob(f"{name}.db*") if p.is_file())
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
+            location = conn.execute(
+                select(ForkRow.location).where(ForkRow.name == name)
+            ).scalar_one()
+            if url.startswith("sqlite"):
+                files = Path(location).parent.glob(Path(location).name + "*")
+                return sum(p.stat().st_size for p in files if p.is_file())
             size = conn.execute(
                 text(
                     "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = :schema AND c.relkind IN ('r', 'S', 'm')"
                 ),
-                {"schema": location_for(engine, name)},
+                {"schema": location},
             ).scalar_one()
     finally:
         engine.dispose()
@@ -201,7 +204,7 @@ def main() -> int:
         one = admin.post("/v1/worlds", json=body)
         one_s = time.perf_counter() - started
         one.raise_for_status()
-        one_bytes = store_bytes(url, work, "one")
+        one_bytes = store_bytes(url, "one")
         started = time.perf_counter()
         body = {"from": "main", "at_tick": tick, "name": "hashed"}
         with_hash = admin.post("/v1/worlds", json=body)

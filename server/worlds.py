@@ -140,7 +140,8 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
                 "written before counters events); fork at a later tick",
                 code="tick_unreadable",
             )
-        fork = Fork(name, parent, at_tick, time.time(), location_for(runtime.engine, name))
+        location = location_for(runtime.engine, name, secrets.token_hex(4))
+        fork = Fork(name, parent, at_tick, time.time(), location)
         engine = new_store(runtime.engine, fork.location)
         try:
             with session_factory(engine)() as store:
@@ -157,6 +158,7 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
         session.commit()
     except IntegrityError as exc:  # made at the same moment by another request
         session.rollback()
+        drop_store(runtime.engine, fork.location)  # this request's own: the other's is kept
         raise Conflict(f"a world named {name!r} exists", code="world_exists") from exc
     return fork
 

@@ -26,7 +26,7 @@ from world.state import Backend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.fork import ForkBackend, Written, create_fork
 from world.store.history import world_at
-from world.store.models import EventRow
+from world.store.models import EventRow, ForkRow
 from world.store.past import Kept, KeptPast, Since, past_backend
 from world.store.worlds import location_for, make_store, open_store
 
@@ -277,7 +277,9 @@ def test_a_forks_world_lock_is_its_own(server: AppServer, admin: Api, database_u
     made = admin.post("/v1/worlds", json={"from": "main", "at_tick": tick, "name": "locks"})
     assert made.status_code == 201, made.text
     main_engine = make_engine(server.database_url)
-    fork_engine = open_store(main_engine, location_for(main_engine, "locks"))
+    with session_factory(main_engine)() as registry:
+        location = registry.scalars(select(ForkRow.location).where(ForkRow.name == "locks")).one()
+    fork_engine = open_store(main_engine, location)
     try:
         with session_factory(main_engine)() as main, session_factory(fork_engine)() as fork:
             lock_world(main)  # held until main's transaction ends
@@ -345,13 +347,13 @@ def test_a_schema_made_from_the_kept_script_is_a_migrated_one(tmp_path: Path) ->
     with fresh_database("postgres", tmp_path) as url:
         main = make_engine(migrated(url))
         try:
-            stores = {name: new_store(main, location_for(main, name)) for name in ("one", "two")}
-            plain = make_store(main, location_for(main, "plain"))
+            at = {name: location_for(main, name, "t") for name in ("one", "two", "plain")}
+            stores = {name: new_store(main, at[name]) for name in ("one", "two")}
+            plain = make_store(main, at["plain"])
             upgrade_to_head(plain)
             for engine_ in (*stores.values(), plain):
                 engine_.dispose()
-            shapes = {name: schema_shape(main, location_for(main, name)) for name in
-                      ("one", "two", "plain")}  # fmt: skip
+            shapes = {name: schema_shape(main, location) for name, location in at.items()}
             assert shapes["one"] == shapes["plain"] and shapes["two"] == shapes["plain"]
             assert len(shapes["plain"]["columns"]) > 100 and shapes["plain"]["revision"]
         finally:

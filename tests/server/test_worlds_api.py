@@ -4,9 +4,13 @@ listing, reading and deleting forks never changes the parent; bad requests chang
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from harness import ADMIN_TOKEN, Api, AppServer, db_state
+from sqlalchemy import text
 from workload import Player
+
+from world.store import make_engine
 
 
 def _fork(admin: Api, **body: object) -> dict:
@@ -172,3 +176,47 @@ def test_forks_are_made_and_deleted_while_main_is_stepped(server: AppServer, adm
     finally:
         stop.set()
         stepping.join()
+
+
+def test_one_name_asked_for_at_once_is_made_once(server: AppServer, admin: Api) -> None:
+    """Eight requests make one name at the same moment: one is made (201) and whole (its hash
+    is main's at the tick), the others get 409, and no store of theirs is left behind. Each
+    built a store of its own: the registry keeps one, and a loser drops only its own (a loser
+    used to build where the winner had, dropping the winner's store under its row)."""
+    Player(admin.agent("ann"), 2).play(3)
+    tick = admin.get("/v1/world").json()["tick"]
+    then = admin.get("/v1/world", params={"at_tick": tick, "hash": "true"}).json()["state_hash"]
+    together = threading.Barrier(8)
+    replies: list[object] = []
+
+    def make() -> None:
+        together.wait()
+        body = {"from": "main", "at_tick": tick, "name": "twin", "hash": False}
+        replies.append(admin.post("/v1/worlds", json=body))
+
+    threads = [threading.Thread(target=make) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.status_code for r in replies) == [201] + [409] * 7  # type: ignore[attr-defined]
+    made = admin.get("/v1/worlds/twin/world", params={"hash": "true"}).json()
+    assert made["state_hash"] == then
+    assert stores_named(server.database_url, "twin") == 1
+
+
+def stores_named(database_url: str, name: str) -> int:
+    """How many fork stores of ``name`` the main world's folder or database holds."""
+    engine = make_engine(database_url)
+    try:
+        if engine.dialect.name == "sqlite":
+            folder = Path(str(engine.url.database)).parent / "forks"
+            return len(list(folder.glob(f"{name}.*.db")))
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT count(*) FROM pg_namespace WHERE nspname LIKE :like"),
+                {"like": f"fork\\_{name}\\_%"},
+            )
+            return int(found.scalar_one())
+    finally:
+        engine.dispose()

@@ -2,8 +2,9 @@
 tree as it is.
 
 The main world's database keeps the registry (``worlds``: name, parent, tick, when, where). A
-fork's store (``world.store.fork``) is a SQLite file ``forks/<name>.db`` in the main world's
-folder, or on PostgreSQL a schema ``fork_<name>`` of the main world's database; it holds the
+fork's store (``world.store.fork``) is a SQLite file ``forks/<name>.<making>.db`` in the main
+world's folder, or on PostgreSQL a schema ``fork_<name>_<making>`` of the main world's
+database (``making``: a token of the request that made it); it holds the
 whole schema, migrated to head, with only what the fork changed in it.
 """
 
@@ -83,14 +84,16 @@ def lineage(session: Session, name: str) -> list[Fork]:
 
 
 # -- stores ------------------------------------------------------------------------------------
-def location_for(main: Engine, name: str) -> str:
-    """Where fork ``name``'s store goes: a file beside the main world's, or a schema."""
+def location_for(main: Engine, name: str, making: str) -> str:
+    """Where the store of fork ``name``, made by the request ``making`` (a token unique to it),
+    goes: a file beside the main world's, or a schema. Two requests making one name at once
+    build two stores, and the registry keeps one: the other's is dropped, never the kept one."""
     if main.dialect.name == "sqlite":
         database = main.url.database
         if not database or database == ":memory:":
             raise StoreError("forks need the main world in a SQLite file, not in memory")
-        return str(Path(database).resolve().parent / "forks" / f"{name}.db")
-    return "fork_" + name.replace("-", "_")  # names have no '_': one schema per name
+        return str(Path(database).resolve().parent / "forks" / f"{name}.{making}.db")
+    return f"fork_{name.replace('-', '_')}_{making}"  # names have no '_'
 
 
 def open_store(main: Engine, location: str) -> Engine:
