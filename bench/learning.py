@@ -6,6 +6,8 @@ an RL library):
 - ``go_to``: one-hop navigation ("go to the kitchen 3", a 2-step budget); the policy starts
   untrained (a cold start: it picks nearly uniformly among the admissible actions);
 - ``go_to_2``: go_to up to 2 hops (the server's ``--go-to-hops 2``), also from a cold start;
+- ``go_to_4``: up to 4 hops, cold: successes are rare, so outcomes alone say little, and each
+  step's progress toward the goal is what there is to learn from (the closed loop's rung);
 - ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
   scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
 
@@ -81,6 +83,7 @@ from learning_figures import (  # noqa: E402
     headline,
     inspect_steps,
     plot,
+    pool,
     summarise,
     verdict,
 )
@@ -99,6 +102,8 @@ from agents.policy_agent import (  # noqa: E402
     RandomPolicy,
     RunnerConfig,
 )
+from agents.prompts import VERDICTS as VERDICT_SCORES  # noqa: E402
+from agents.prompts import verdict_completion  # noqa: E402
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
 from agents.train.config import GROUP_KEYS, TrainConfig  # noqa: E402
@@ -125,10 +130,12 @@ ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
 RUNGS = {  # rung → (families played, server settings, cold start: untrained models)
     "go_to": (["go_to"], {}, True),
     "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
+    "go_to_4": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)
 EXACT = "exact"  # ARM@exact: that arm's trainer learns from exact groups it plays in forks
+VOTED = ("integrated_frozen_rm", "integrated_rm")  # the modes that learn from step votes
 
 
 @dataclass
@@ -297,8 +304,74 @@ def prepare_cold(args: argparse.Namespace, work: Path) -> Start:
     finally:
         server.stop()
     models = {kind: init_model(kind, work / f"start-{kind}", _spec(args)) for kind in KINDS}
-    figures = {"families": args.families, "cold_start": True, "agents": len(players)}
+    figures: dict[str, Any] = {"families": args.families, "cold_start": True}
+    figures["agents"] = len(players)
+    if args.warm_judge:
+        models["reward"], judged = warm_judge(args, work, models["reward"])
+        figures |= judged
     return Start(world, players, models["policy"], models["reward"], figures)
+
+
+def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, dict[str, Any]]:
+    """A cold rung's judge, warm-started on the oracle's verdicts (``--warm-judge``). In a
+    world of its own (same seed: the arms' world is untouched) the scripted explorer and a
+    random agent play the rung's families; the oracle's plan distance labels every step (a
+    heuristic judge without noise); the tiny reward model learns to rank the oracle's verdict
+    first (rank loss, as the arms' judge scores its two verdicts) on nine tenths of the
+    episodes. Its step accuracy on the other tenth is reported before and after, beside the
+    share of good steps there (what always answering "good" scores)."""
+    started = time.monotonic()
+    env = {"BIGWORLD_RECORD_DISTANCE": "true", "BIGWORLD_FORGE_ENABLED": "false"}
+    server = serve(work / "judge-world", args, **env)
+    verdicts = tuple(verdict_completion(v) for v in VERDICT_SCORES)
+    labelled: dict[int, list[Choice]] = {}
+    try:
+        admin = BigWorldClient(server.url, server.admin_token)
+        for family in args.families:
+            for i, policy in enumerate((ExplorerPolicy(args.seed), RandomPolicy(args.seed))):
+                token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
+                _play(server.url, token, policy, family, args.demos)
+        oracle = BigWorldClient(server.url, admin.create_agent("judge-oracle", "reward").token)
+        judges = RewardRunner(oracle, HeuristicJudge(0.0, args.seed), RewardConfig(votes=VOTES))
+        while judges.run_once():
+            pass
+        for row in admin.episodes():
+            episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
+            if episode is not None:
+                labelled[episode.rollout.episode_id] = [
+                    Choice(step.reward_prompt, verdicts, VERDICT_SCORES.index(step.votes[0].score))
+                    for step in episode.steps
+                    if step.votes and step.votes[0].score
+                ]
+    finally:
+        server.stop()
+    episodes = sorted(labelled)
+    train = [c for i, e in enumerate(episodes) for c in labelled[e] if i % 10 != 9]
+    held_out = [c for i, e in enumerate(episodes) for c in labelled[e] if i % 10 == 9]
+    random.Random(args.seed).shuffle(train)
+    config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
+    learner = Learner(init, config, lr=args.bc_lr, version="init", resolve=lambda v: None)
+    before = rank_accuracy(learner, held_out)
+    clock, losses = time.monotonic(), []
+    for k in range(args.judge_bc_steps if train else 0):
+        batch = [train[(k * 16 + i) % len(train)] for i in range(16)]
+        losses.append(rank_cross_entropy(learner, batch).loss)
+    figures = {
+        "judge_labelled_steps": len(train),
+        "judge_heldout_steps": len(held_out),
+        "judge_heldout_good_share": round(
+            sum(c.chosen == 0 for c in held_out) / max(1, len(held_out)), 3
+        ),
+        "judge_heldout_accuracy_before": round(before, 3),
+        "judge_heldout_accuracy_after": round(rank_accuracy(learner, held_out), 3),
+        "judge_bc_loss": [round(losses[0], 4), round(losses[-1], 4)] if losses else [],
+        "judge_bc_s": round(time.monotonic() - clock, 1),
+        "judge_prepare_s": round(time.monotonic() - started, 1),
+    }
+    path = save_checkpoint(
+        learner.model, learner.tokenizer, work, "start-judge", 0, {"bc_steps": len(losses)}
+    )
+    return path, figures
 
 
 def _spec(args: argparse.Namespace) -> ModelSpec:
@@ -377,7 +450,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             )
             stops.append(runner.stop)
             threads.append(start_thread(runner.run))
-        if mode in ("integrated_frozen_rm", "integrated_rm"):
+        if mode in VOTED:
             token = admin.create_agent("arm-judge", "reward").token  # the arm's server is its own
             judge: Any = (
                 HeuristicJudge(0.0, args.seed)
@@ -476,37 +549,45 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
     if not args.parallel:
         return {arm: run_arm(arm, args, work, start) for arm in args.arms}
     spawn = multiprocessing.get_context("spawn")  # no threads or torch state forked along
-    with ProcessPoolExecutor(len(args.arms), mp_context=spawn) as pool:
-        running = {arm: pool.submit(run_arm, arm, args, work, start) for arm in args.arms}
+    with ProcessPoolExecutor(len(args.arms), mp_context=spawn) as processes:
+        running = {arm: processes.submit(run_arm, arm, args, work, start) for arm in args.arms}
         return {arm: future.result() for arm, future in running.items()}
 
 
-def compare_exact(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each ``ARM@exact`` arm's last window against its base arm's (run from the same start,
-    for the same wall time): the difference of success rates with its 95% interval
-    (Newcombe's, unpaired), and what it says: better or worse where the interval excludes 0."""
+def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each arm's last window against the one below it (run from the same starts, for the same
+    wall time): an ``ARM@exact`` arm against ``ARM``, and each arm with step votes against
+    ``outcome_only``. The difference of success rates with its 95% interval (Newcombe's,
+    unpaired, over every seed's window), and what it says: better or worse where the interval
+    excludes 0; with several seeds, also each seed's own difference."""
     by_arm = {s["arm"]: s for s in summaries}
     out = []
     for s in summaries:
-        base, _, key = s["arm"].partition("@")
-        other = by_arm.get(base)
-        if key != EXACT or other is None or not s["last_window"] or not other["last_window"]:
+        arm, _, key = s["arm"].partition("@")
+        base = arm if key == EXACT else "outcome_only" if ARMS[arm][0] in VOTED else None
+        other = by_arm.get(base or "")
+        if other is None or not s["last_window"] or not other["last_window"]:
             continue
         a, b = s["last_window"], other["last_window"]
         d = unpaired_difference(
             round(a["rate"] * a["n"]), a["n"], round(b["rate"] * b["n"]), b["n"]
         )
         says = "better" if d.low > 0 else "worse" if d.high < 0 else "no difference shown"
-        out.append(
-            {
-                "arm": s["arm"],
-                "base": base,
-                "difference": round(d.estimate, 4),
-                "low": round(d.low, 4),
-                "high": round(d.high, 4),
-                "says": says,
-            }
-        )
+        row = {
+            "arm": s["arm"],
+            "base": base,
+            "difference": round(d.estimate, 4),
+            "low": round(d.low, 4),
+            "high": round(d.high, 4),
+            "says": says,
+        }
+        if "per_seed" in s and "per_seed" in other:
+            row["per_seed"] = [
+                round(x["last_window"]["rate"] - y["last_window"]["rate"], 4)
+                for x, y in zip(s["per_seed"], other["per_seed"], strict=True)
+                if x["last_window"] and y["last_window"]
+            ]
+        out.append(row)
     return out
 
 
@@ -545,6 +626,13 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=7, help="world seed (every arm) and model seed")
     parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="run every arm from this many starts (seeds --seed, --seed + 1, ...), one after "
+        "another, and pool their figures",
+    )
+    parser.add_argument(
         "--step-budget",
         type=int,
         default=40,
@@ -576,6 +664,15 @@ def main() -> int:
     )
     parser.add_argument("--bc-steps", type=int, default=200, help="policy warm-start steps")
     parser.add_argument("--rm-bc-steps", type=int, default=50, help="reward-model warm start")
+    parser.add_argument(
+        "--warm-judge",
+        action="store_true",
+        help="cold rungs: warm-start the reward model on the oracle's verdicts of the scripted "
+        "explorer's and a random agent's steps (--demos episodes each, in a world of its own)",
+    )
+    parser.add_argument(
+        "--judge-bc-steps", type=int, default=300, help="--warm-judge: its training steps"
+    )
     parser.add_argument("--bc-lr", type=float, default=1e-3)
     parser.add_argument("--lr", type=float, default=TrainConfig.lr, help="RL learning rate")
     parser.add_argument(
@@ -608,18 +705,25 @@ def main() -> int:
     args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
-        work = Path(tmp)
-        start = _kept(args.start) if args.start and (args.start / "start.json").exists() else None
-        if start is None:
-            start = (prepare_cold if cold else prepare)(args, args.start or work)
-            if args.start:
-                (args.start / "start.json").write_text(json.dumps(_json(start)))
-        print(f"start: {json.dumps(start.figures)}")
-        results = run_arms(args, work, start)
-        summaries = [summarise(results[arm], args) for arm in args.arms]
+    runs = []  # per seed: the arms' summaries, in --arms order
+    for seed in range(args.seed, args.seed + args.seeds):
+        run = argparse.Namespace(**{**vars(args), "seed": seed})
+        if args.start and args.seeds > 1:
+            run.start = args.start / f"seed-{seed}"
+        with tempfile.TemporaryDirectory(prefix="bigworld-learning-") as tmp:
+            work = Path(tmp)
+            kept = run.start and (run.start / "start.json").exists()
+            start = _kept(run.start) if kept else None
+            if start is None:
+                start = (prepare_cold if cold else prepare)(run, run.start or work)
+                if run.start:
+                    (run.start / "start.json").write_text(json.dumps(_json(start)))
+            print(f"seed {seed}, start: {json.dumps(start.figures)}")
+            results = run_arms(run, work, start)
+            runs.append([summarise(results[arm], run) for arm in args.arms])
+    summaries = [pool([run[i] for run in runs]) for i in range(len(args.arms))]
     verdicts = verdict(summaries, args.window, args.margin, args.gain)
-    comparisons = compare_exact(summaries)
+    comparisons = compare(summaries)
     report = {
         **provenance(),
         "headline": {
@@ -632,7 +736,7 @@ def main() -> int:
         "prepare": start.figures,
         "arms": summaries,
         "verdict": verdicts,
-        "exact_vs_base": comparisons,
+        "comparisons": comparisons,
     }
     (args.out / "learning.json").write_text(json.dumps(report, indent=2))
     title = f"bigworld, rung {args.rung}: tiny policy, same seed and wall time"
@@ -666,9 +770,10 @@ def main() -> int:
     for line in verdicts:
         print(line)
     for c in comparisons:
+        seeds = f"; per seed {c['per_seed']}" if "per_seed" in c else ""
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
-            f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}"
+            f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}{seeds}"
         )
     print(f"wrote {args.out / 'learning.json'} and {args.out / 'learning.png'}")
     return 0

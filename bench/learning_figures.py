@@ -176,6 +176,41 @@ def summarise(
     }
 
 
+RATES = ("success", "first_half", "second_half", "first_window", "last_window")
+
+
+def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One arm over several seeds (its :func:`summarise` of each, the same arm): episodes and
+    updates added up, each rate and each bucket of the curve over the seeds' episodes together
+    (a window is each seed's window), and the per-seed figures beside them. One seed's own."""
+    if len(summaries) == 1:
+        return summaries[0]
+
+    def pooled(rates: list[dict[str, float] | None]) -> dict[str, float] | None:
+        counted = [r for r in rates if r and r.get("n")]
+        wins = sum(round(r["rate"] * r["n"]) for r in counted)
+        return wilson(wins, sum(int(r["n"]) for r in counted))
+
+    first = summaries[0]
+    curve = [
+        {"t_end_s": bucket["t_end_s"], **(pooled([s["curve"][b] for s in summaries]) or {"n": 0})}
+        for b, bucket in enumerate(first["curve"])
+    ]
+    return {
+        **first,
+        "seeds": len(summaries),
+        "episodes": sum(s["episodes"] for s in summaries),
+        "other_episodes": sum(s["other_episodes"] for s in summaries),
+        **{key: pooled([s[key] for s in summaries]) for key in RATES},
+        "curve": curve,
+        "updates": sum(s["updates"] for s in summaries),
+        "per_seed": [
+            {key: s[key] for key in ("episodes", "updates", "last_window", "reward_accuracy")}
+            for s in summaries
+        ],
+    }
+
+
 def verdict(summaries: list[dict[str, Any]], window: int, margin: float, gain: float) -> list[str]:
     """Each trained arm against the bar: its last ``window`` episodes at least the frozen
     arm's rate + ``margin``, and ``gain`` times its own first ``window``."""
