@@ -167,6 +167,7 @@ class TimedRunner(PolicyRunner):
                 success=bool(record["success"]),
                 family=detail["family"],
                 task=detail["task"]["id"],
+                distance=detail.get("distance"),  # the oracle's plan length at the start
                 steps=record["steps"],
                 version=version,
             )
@@ -754,6 +755,11 @@ def main() -> int:
         print(f"{s['updates']:>9}")
     for s in summaries:
         print(f"{s['arm']}: per family (first half → second half) {json.dumps(s['per_family'])}")
+        if "per_seed" in s:
+            distances = [seed["per_distance"] for seed in s["per_seed"]]
+            print(f"{s['arm']}: per start distance and seed (first, last window) {distances}")
+        else:
+            print(f"{s['arm']}: per start distance (first, last window) {s['per_distance']}")
         print(
             f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
             f"candidates {json.dumps(s['candidates'])}"

@@ -153,6 +153,13 @@ def summarise(
         f: {k: (f"{w}/{n}" if n else "-") for k, (w, n) in halves.items()}
         for f, halves in sorted(families.items())
     }
+    # how far each episode began from its goal (the oracle's plan length): which starts the
+    # arm learned to finish, over its first and last window
+    per_distance: dict[str, dict[str, str]] = defaultdict(dict)
+    for name, part in (("first_window", rows[:window]), ("last_window", rows[-window:])):
+        for d in sorted({r.get("distance") for r in part if r.get("distance") is not None}):
+            at = [r for r in part if r.get("distance") == d]
+            per_distance[str(d)][name] = f"{sum(r['success'] for r in at)}/{len(at)}"
     last = result["updates"][-1] if result["updates"] else {}
     return {
         "arm": result["arm"],
@@ -165,6 +172,7 @@ def summarise(
         "last_window": _rate(rows[-window:]),
         "curve": curve,
         "per_family": per_family,
+        "per_distance": dict(sorted(per_distance.items())),
         "updates": len(result["updates"]),
         "versions_played": result["versions"],
         "flow": result["flow"],
@@ -205,7 +213,10 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "curve": curve,
         "updates": sum(s["updates"] for s in summaries),
         "per_seed": [
-            {key: s[key] for key in ("episodes", "updates", "last_window", "reward_accuracy")}
+            {
+                key: s[key]
+                for key in ("episodes", "updates", "last_window", "per_distance", "reward_accuracy")
+            }
             for s in summaries
         ],
     }
