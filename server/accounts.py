@@ -17,6 +17,7 @@ from server import records
 from server.auth import ADMIN_NAME, hash_token, new_token
 from server.errors import Conflict, NotFound
 from server.models import AgentRow
+from world.contract import ErrorCode
 from world.rules import Rules
 from world.state import World
 from world.store import SqlBackend, WorldRow
@@ -28,13 +29,13 @@ def register_agent(
     """Create agent ``name`` with ``role`` inside a world transaction (the caller holds the
     world lock and commits); returns the row and its token (shown once)."""
     if records.agent_by_name(session=session, name=name) is not None:
-        raise Conflict(f"an agent named {name!r} already exists", code="agent_exists")
+        raise Conflict(f"an agent named {name!r} already exists", code=ErrorCode.AGENT_EXISTS)
     avatar_id = None
     if role == "policy":
         avatar_id = name
         world = World(SqlBackend(session, world_row), rules)
         if world.backend.load_avatar(avatar_id) is not None:
-            raise Conflict(f"an avatar named {name!r} already exists", code="agent_exists")
+            raise Conflict(f"an avatar named {name!r} already exists", code=ErrorCode.AGENT_EXISTS)
         world.add_avatar(avatar_id, name)
         world.commit()
     token = new_token()
@@ -60,7 +61,7 @@ def revoke_agent(session: Session, agent_id: int, now: float) -> AgentRow:
         raise Conflict(
             f"expected another agent than {ADMIN_NAME!r}: its token is rotated by starting a "
             "server with a new BIGWORLD_ADMIN_TOKEN (or --admin-token-file), not revoked",
-            code="admin_agent",
+            code=ErrorCode.ADMIN_AGENT,
         )
     if agent.revoked_at is None:
         agent.revoked_at = now

@@ -28,6 +28,7 @@ from server.errors import Forbidden, RateLimited, Unauthorized
 from server.limits import retry_after
 from server.runtime import Runtime
 from server.settings import Settings
+from world.contract import ErrorCode
 
 log = logging.getLogger("bigworld.server")
 ADMIN_NAME = "admin"
@@ -72,7 +73,7 @@ def digest_of(runtime: Runtime, authorization: str | None, address: str) -> str:
         raise RateLimited(
             f"expected at most {runtime.settings.auth_failures_per_min} failed authentications "
             f"a minute from {address}; retry later",
-            code="auth_throttled",
+            code=ErrorCode.AUTH_THROTTLED,
             headers=retry_after(wait),
         )
     scheme, _, token = authorization.partition(" ")

@@ -18,6 +18,7 @@ from server.credentials import Caller
 from server.errors import NotFound, Unprocessable
 from server.runtime import Runtime
 from server.worlds import enlist
+from world.contract import ErrorCode
 from world.store.worlds import NAME
 
 
@@ -36,7 +37,7 @@ async def get_runtime(request: Request, main: MainRuntimeDep) -> Runtime:
         return main
     runtime = main.forks.get(name) or await run_in_threadpool(main.world, name)
     if runtime is None:
-        raise NotFound(f"no world {name!r}", code="unknown_world")
+        raise NotFound(f"no world {name!r}", code=ErrorCode.UNKNOWN_WORLD)
     return runtime
 
 
@@ -107,5 +108,6 @@ async def plain_text_parameters(request: Request) -> None:
     for value in values:
         if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
             raise Unprocessable(
-                f"expected printable text in parameters, got {value!r}", code="control_characters"
+                f"expected printable text in parameters, got {value!r}",
+                code=ErrorCode.CONTROL_CHARACTERS,
             )

@@ -24,6 +24,7 @@ from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Runtime
 from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, families, oracle, tasks
+from world.contract import ErrorCode
 from world.errors import ActionError, TaskError, UnknownEntityError
 from world.state import World
 from world.store import Work, WorldRow, records
@@ -60,7 +61,8 @@ def begin(
     requested = _requested(task_id, spec)
     if family is not None and family not in families.FAMILIES:
         raise Unprocessable(
-            f"expected a family in {list(families.FAMILIES)}, got {family!r}", code="unknown_family"
+            f"expected a family in {list(families.FAMILIES)}, got {family!r}",
+            code=ErrorCode.UNKNOWN_FAMILY,
         )
     now = time.time()
 
@@ -77,7 +79,7 @@ def begin(
         if current is not None:
             raise Conflict(
                 "this avatar already has an open episode",
-                code="episode_open",
+                code=ErrorCode.EPISODE_OPEN,
                 details={"episode_id": current.id},
             )
         key, draw, length = None, "requested", None
@@ -103,7 +105,7 @@ def begin(
                 )
             except TaskError as exc:
                 raise Conflict(
-                    f"no task can be made near this avatar now: {exc}", code="no_task"
+                    f"no task can be made near this avatar now: {exc}", code=ErrorCode.NO_TASK
                 ) from exc
             task, row, draw, key = drawn.task, drawn.row, drawn.draw, drawn.key
             length = drawn.length
@@ -144,11 +146,11 @@ def _requested(task_id: str | None, spec: dict[str, Any] | None) -> tasks.Task |
     if spec is None:
         return None
     if task_id is not None:
-        raise Unprocessable("expected task_id or task, not both", code="task_and_task_id")
+        raise Unprocessable("expected task_id or task, not both", code=ErrorCode.TASK_AND_TASK_ID)
     try:
         return tasks.Task.from_spec(spec)
     except TaskError as exc:
-        raise Unprocessable(str(exc), code="invalid_task") from exc
+        raise Unprocessable(str(exc), code=ErrorCode.INVALID_TASK) from exc
 
 
 def step(runtime: Runtime, caller: Caller, episode_id: int, body: StepIn) -> StepOut:
@@ -186,7 +188,7 @@ def _step_transaction(
             if recorded.action != action:
                 raise Conflict(
                     f"step {index} was already taken with another action",
-                    code="step_mismatch",
+                    code=ErrorCode.STEP_MISMATCH,
                     details={"step": index, "recorded_action": recorded.action},
                 )
             return step_out(recorded)
@@ -200,14 +202,14 @@ def _step_transaction(
         if index != expected:
             raise Conflict(
                 f"expected step {expected}, got {index}",
-                code="step_out_of_order",
+                code=ErrorCode.STEP_OUT_OF_ORDER,
                 details={"expected": expected},
             )
         task = records.task_of(read.task)
         try:
             taken = episodes.advance(world, _rules_view(episode), task, action, index)
         except ActionError as exc:
-            raise Unprocessable(str(exc), code="invalid_action") from exc
+            raise Unprocessable(str(exc), code=ErrorCode.INVALID_ACTION) from exc
         distance = 0 if taken.success else _distance(runtime, world, task, episode.avatar_id)
         world.commit()
         records.update_episode(session=session, episode=episode, last_step=index, updated_at=now)
@@ -380,7 +382,7 @@ def _require_open(episode: EpisodeRow) -> None:
     if episode.status != episodes.OPEN:
         raise Conflict(
             f"episode {episode.id} has ended ({episode.status})",
-            code="episode_ended",
+            code=ErrorCode.EPISODE_ENDED,
             details={"status": episode.status, "outcome": episode.outcome},
         )
 

@@ -1,5 +1,6 @@
 """Domain errors with their HTTP status, and the handlers that give every error one shape:
-``{"error": {"code", "message", "details"}}`` (unknown paths, 405, 422 and 500 included)."""
+``{"error": {"code", "message", "details"}}`` (unknown paths, 405, 422 and 500 included). Codes
+are ``world.contract.ErrorCode``'s: a bare string is refused by the types."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from world.contract import ErrorCode
 from world.store import StoreError
 
 log = logging.getLogger("bigworld.server")
@@ -21,14 +23,14 @@ class ApiError(Exception):
     """Raised by services for a request that cannot be served; carries its HTTP status."""
 
     status = 400
-    code = "bad_request"
+    code = ErrorCode.BAD_REQUEST
 
     def __init__(
         self,
         message: str,
         *,
         details: Any = None,
-        code: str | None = None,
+        code: ErrorCode | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
@@ -40,54 +42,53 @@ class ApiError(Exception):
 
 
 class Unauthorized(ApiError):
-    status, code = 401, "unauthorized"
+    status, code = 401, ErrorCode.UNAUTHORIZED
 
 
 class Forbidden(ApiError):
-    status, code = 403, "forbidden"
+    status, code = 403, ErrorCode.FORBIDDEN
 
 
 class NotFound(ApiError):
-    status, code = 404, "not_found"
+    status, code = 404, ErrorCode.NOT_FOUND
 
 
 class Conflict(ApiError):
-    status, code = 409, "conflict"
+    status, code = 409, ErrorCode.CONFLICT
 
 
 class Unprocessable(ApiError):
-    status, code = 422, "invalid_request"
+    status, code = 422, ErrorCode.INVALID_REQUEST
 
 
 class RateLimited(ApiError):
-    status, code = 429, "rate_limited"
+    status, code = 429, ErrorCode.RATE_LIMITED
 
 
 class Unavailable(ApiError):
-    status, code = 503, "unavailable"
+    status, code = 503, ErrorCode.UNAVAILABLE
 
 
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "body_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-    429: "rate_limited",
-    503: "unavailable",
+_CODES = {  # the code of an error that names none, by its status
+    400: ErrorCode.BAD_REQUEST,
+    401: ErrorCode.UNAUTHORIZED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    409: ErrorCode.CONFLICT,
+    413: ErrorCode.BODY_TOO_LARGE,
+    422: ErrorCode.INVALID_REQUEST,
+    429: ErrorCode.RATE_LIMITED,
+    503: ErrorCode.UNAVAILABLE,
 }
 
 
 def error_body(
-    status: int, message: str, *, code: str | None = None, details: Any = None
+    status: int, message: str, *, code: ErrorCode | None = None, details: Any = None
 ) -> dict[str, Any]:
     return {
         "error": {
-            "code": code or _CODES.get(status, "error"),
+            "code": str(code or _CODES.get(status, ErrorCode.ERROR)),
             "message": message,
             "details": details,
         }
@@ -98,7 +99,7 @@ def error_response(
     status: int,
     message: str,
     *,
-    code: str | None = None,
+    code: ErrorCode | None = None,
     details: Any = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
@@ -131,21 +132,29 @@ def install_error_handlers(app: FastAPI) -> None:
         ]
         if any(e["type"] == "json_invalid" for e in errors):
             return error_response(
-                400, "the request body is not valid JSON", code="malformed_json", details=errors
+                400,
+                "the request body is not valid JSON",
+                code=ErrorCode.MALFORMED_JSON,
+                details=errors,
             )
         return error_response(
-            422, "the request does not match the schema", code="validation_error", details=errors
+            422,
+            "the request does not match the schema",
+            code=ErrorCode.VALIDATION_ERROR,
+            details=errors,
         )
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
-        return error_response(409, "the request conflicts with what is stored", code="conflict")
+        return error_response(
+            409, "the request conflicts with what is stored", code=ErrorCode.CONFLICT
+        )
 
     @app.exception_handler(DataError)
     async def _data(_: Request, exc: DataError) -> JSONResponse:
         # e.g. a NUL character in a query string, which PostgreSQL text cannot hold
         return error_response(
-            422, "a value in the request cannot be stored or compared", code="invalid_value"
+            422, "a value in the request cannot be stored or compared", code=ErrorCode.INVALID_VALUE
         )
 
     @app.exception_handler(OperationalError)
@@ -155,15 +164,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(
             503,
             "the database is unavailable; retry later",
-            code="database_unavailable",
+            code=ErrorCode.DATABASE_UNAVAILABLE,
             headers={"Retry-After": "1"},
         )
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:
-        return error_response(503, str(exc), code="world_unavailable", headers={"Retry-After": "1"})
+        return error_response(
+            503, str(exc), code=ErrorCode.WORLD_UNAVAILABLE, headers={"Retry-After": "1"}
+        )
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return error_response(500, "internal error", code="internal_error")
+        return error_response(500, "internal error", code=ErrorCode.INTERNAL_ERROR)

@@ -31,6 +31,7 @@ from server import records as server_records
 from server.errors import Conflict, Unprocessable
 from server.runtime import Runtime
 from world import rng, sampling, tasks
+from world.contract import ErrorCode
 from world.errors import TaskError, WorldError
 from world.snapshot import Snapshot
 from world.state import World
@@ -85,7 +86,9 @@ def update_config(runtime: Runtime, patch: object) -> ForgeConfig:
         try:
             new = config.updated(patch)
         except ConfigError as exc:
-            raise Unprocessable(str(exc), code="invalid_config", details=exc.problems) from exc
+            raise Unprocessable(
+                str(exc), code=ErrorCode.INVALID_CONFIG, details=exc.problems
+            ) from exc
         row.config = new.to_json()
         session.commit()
         return new
@@ -249,7 +252,7 @@ def admit_requested(session: Session, world: World, avatar: str, task: tasks.Tas
             "the oracle finds no plan for this task from here now"
             if length is None
             else "this task's goal already holds",
-            code="unsolvable_task",
+            code=ErrorCode.UNSOLVABLE_TASK,
         )
     return records.save_task(
         session=session,
@@ -286,7 +289,7 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
 
     A manual cycle on a disabled or paused forge is a 409; the background job skips it."""
     if not runtime.settings.forge_enabled:
-        raise Conflict("the forge is disabled on this server", code="forge_disabled")
+        raise Conflict("the forge is disabled on this server", code=ErrorCode.FORGE_DISABLED)
     suggestions = _ask_language_model(runtime)
     now = time.time()
 
@@ -294,7 +297,7 @@ def run_cycle(runtime: Runtime, *, manual: bool = True) -> list[ForgeDecisionRow
         row, config = state(session)
         if row.paused:
             if manual:
-                raise Conflict("the forge is paused", code="forge_paused")
+                raise Conflict("the forge is paused", code=ErrorCode.FORGE_PAUSED)
             return []
         number = row.cycle + 1
         world = World(SqlBackend(session, world_row), runtime.rules)

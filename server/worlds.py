@@ -24,6 +24,7 @@ from server.credentials import Caller
 from server.errors import Conflict, NotFound, Unprocessable
 from server.models import AgentRow
 from server.runtime import Runtime
+from world.contract import ErrorCode
 from world.state import Backend, World
 from world.store import SqlBackend, session_factory
 from world.store.database import WRITE_OPTION
@@ -70,7 +71,7 @@ def _chain(session: Session, name: str) -> list[Fork]:
     try:
         return lineage(session, name)
     except StoreError as exc:
-        raise NotFound(f"no world {name!r}", code="unknown_world") from exc
+        raise NotFound(f"no world {name!r}", code=ErrorCode.UNKNOWN_WORLD) from exc
 
 
 @contextmanager
@@ -89,7 +90,7 @@ def _up_to(tick: int, at_tick: int, whose: str) -> None:
     if at_tick > tick:
         raise Unprocessable(
             f"expected a tick up to {whose}, {tick}; got {at_tick}",
-            code="tick_in_future",
+            code=ErrorCode.TICK_IN_FUTURE,
             details={"tick": tick},
         )
 
@@ -123,14 +124,14 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
     """Fork ``parent`` at the end of ``at_tick`` as ``name`` (generated when None)."""
     name = name or f"fork-{secrets.token_hex(4)}"
     if name == MAIN or get_fork(session, name) is not None:
-        raise Conflict(f"a world named {name!r} exists", code="world_exists")
+        raise Conflict(f"a world named {name!r} exists", code=ErrorCode.WORLD_EXISTS)
     with opened(runtime, session, parent) as (made_at, now, own):
         _up_to(World(now).tick, at_tick, f"{parent!r}'s")
         if made_at is not None and at_tick < made_at.at_tick:
             raise Unprocessable(
                 f"{parent!r} starts at tick {made_at.at_tick}; fork {made_at.parent!r} for "
                 f"tick {at_tick}",
-                code="tick_before_fork",
+                code=ErrorCode.TICK_BEFORE_FORK,
                 details={"at_tick": made_at.at_tick},
             )
         past = past_backend(own, at_tick, now=now)
@@ -138,7 +139,7 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
             raise Unprocessable(
                 f"the log cannot say where the world's ids stood at tick {at_tick} (it was "
                 "written before counters events); fork at a later tick",
-                code="tick_unreadable",
+                code=ErrorCode.TICK_UNREADABLE,
             )
         location = location_for(runtime.engine, name, secrets.token_hex(4))
         fork = Fork(name, parent, at_tick, time.time(), location)
@@ -152,14 +153,14 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
     _writing(session)
     if parent != MAIN and get_fork(session, parent) is None:  # deleted meanwhile
         drop_store(runtime.engine, fork.location)
-        raise NotFound(f"no world {parent!r}", code="unknown_world")
+        raise NotFound(f"no world {parent!r}", code=ErrorCode.UNKNOWN_WORLD)
     try:
         add_fork(session, fork)
         session.commit()
     except IntegrityError as exc:  # made at the same moment by another request
         session.rollback()
         drop_store(runtime.engine, fork.location)  # this request's own: the other's is kept
-        raise Conflict(f"a world named {name!r} exists", code="world_exists") from exc
+        raise Conflict(f"a world named {name!r} exists", code=ErrorCode.WORLD_EXISTS) from exc
     return fork
 
 
@@ -202,13 +203,13 @@ def new_store(main: Engine, location: str) -> Engine:
 def delete(runtime: Runtime, session: Session, name: str) -> Fork:
     """Remove fork ``name`` and its store; never main, never a fork that has forks."""
     if name == MAIN:
-        raise Conflict("the main world cannot be deleted", code="world_is_main")
+        raise Conflict("the main world cannot be deleted", code=ErrorCode.WORLD_IS_MAIN)
     _writing(session)  # the checks and the removal in one write: no fork made under it meanwhile
     fork = get_fork(session, name)
     if fork is None:
-        raise NotFound(f"no world {name!r}", code="unknown_world")
+        raise NotFound(f"no world {name!r}", code=ErrorCode.UNKNOWN_WORLD)
     if has_forks(session, name):
-        raise Conflict(f"{name!r} has forks; delete them first", code="world_has_forks")
+        raise Conflict(f"{name!r} has forks; delete them first", code=ErrorCode.WORLD_HAS_FORKS)
     remove_fork(session, name)
     session.commit()
     runtime.forget(name)

@@ -1,6 +1,7 @@
 """The documents that ship with the code agree with it: every route of ``/openapi.json`` is in
-the API table of docs/design.md §6, every "design §N" names a section that exists, and the
-README's configuration table lists every server setting with its variable, flag and default."""
+the API table of docs/design.md §6, every "design §N" names a section that exists, the error
+table lists exactly the error codes, and the README's configuration table lists every server
+setting with its variable, flag and default."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from server.app import create_app
 from server.cli import build_parser
 from server.routes import MAIN_PREFIX, ROUTERS, WORLD_PREFIX, WORLD_ROUTERS
 from server.settings import Settings
+from world.contract import ErrorCode
 
 REPO = Path(__file__).resolve().parents[1]
 DESIGN = REPO / "docs" / "design.md"
@@ -159,3 +161,25 @@ def test_readme_lists_every_serve_flag() -> None:
             continue
         for flag in action.option_strings:
             assert f"`{flag}`" in table, f"README's configuration table lacks {flag}"
+
+
+def test_the_design_error_table_lists_exactly_the_error_codes() -> None:
+    """Every ``ErrorCode`` once in docs/design.md's error table, and nothing else; the codes
+    the server raises are the enum's (``server.errors`` takes nothing else, by its types)."""
+    text = DESIGN.read_text()
+    table = text[text.index("<!-- error-codes:begin -->") : text.index("<!-- error-codes:end -->")]
+    listed = [row[0].strip("`") for row in table_rows(table)]
+    assert sorted(listed) == sorted(code.value for code in ErrorCode)
+    assert len(listed) == len(set(listed)), "a code listed twice"
+
+
+def test_no_error_code_is_a_bare_string_in_the_server() -> None:
+    """``code="…"`` anywhere in the server or the forge would be a code outside the enum."""
+    bare = [
+        f"{path.relative_to(REPO)}:{n}"
+        for folder in ("server", "forge")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"\bcode\s*=\s*[\"']", line) or re.search(r"\bcode = [\"']", line)
+    ]
+    assert not bare, "error codes as bare strings:\n" + "\n".join(bare)

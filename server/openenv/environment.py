@@ -52,6 +52,7 @@ from server.errors import (
 from server.openenv import peer
 from server.runtime import Runtime
 from server.schemas import StepIn, StepOut
+from world.contract import ErrorCode
 from world.state import World
 from world.store import SqlBackend, StoreError, records
 
@@ -201,7 +202,7 @@ class BigWorldEnvironment(Environment):
                 raise Unprocessable(
                     f"expected reset arguments among {', '.join(RESET_ARGUMENTS)}, "
                     f"got {', '.join(sorted(unknown))}",
-                    code="validation_error",
+                    code=ErrorCode.VALIDATION_ERROR,
                 )
             if not isinstance(token, str) or not token.strip():
                 raise Unauthorized("expected reset(token=<a policy agent's bearer token>)")
@@ -212,12 +213,12 @@ class BigWorldEnvironment(Environment):
                 )
             if family is not None and not isinstance(family, str):
                 raise Unprocessable(
-                    f"expected family as text, got {family!r}", code="validation_error"
+                    f"expected family as text, got {family!r}", code=ErrorCode.VALIDATION_ERROR
                 )
             if episode_id is not None and (family is not None or task is not None):
                 raise Unprocessable(
                     "expected episode_id (to continue it) or family/task (to begin), not both",
-                    code="validation_error",
+                    code=ErrorCode.VALIDATION_ERROR,
                 )
             if self._caller is not None and self._caller.id != caller.id:
                 self.close()  # the session changes agent: it leaves the other's episode
@@ -264,7 +265,8 @@ class BigWorldEnvironment(Environment):
         """Pick up the agent's open episode where its last acknowledged step left it."""
         if not isinstance(episode_id, int) or isinstance(episode_id, bool):
             raise Unprocessable(
-                f"expected episode_id as an integer, got {episode_id!r}", code="validation_error"
+                f"expected episode_id as an integer, got {episode_id!r}",
+                code=ErrorCode.VALIDATION_ERROR,
             )
         with self.runtime.sessions() as session:
             episode = records.get_episode(session=session, episode_id=episode_id)
@@ -275,7 +277,7 @@ class BigWorldEnvironment(Environment):
             if episode.status != "open":
                 raise Conflict(
                     f"episode {episode_id} has ended ({episode.status})",
-                    code="episode_ended",
+                    code=ErrorCode.EPISODE_ENDED,
                     details={"status": episode.status, "outcome": episode.outcome},
                 )
             last = records.get_step(session=session, episode_id=episode.id, step=episode.last_step)
@@ -309,7 +311,7 @@ class BigWorldEnvironment(Environment):
             try:
                 body = StepIn.model_validate({**fields, "step": action.step or self._step + 1})
             except ValidationError as exc:
-                raise Unprocessable(_described(exc), code="validation_error") from exc
+                raise Unprocessable(_described(exc), code=ErrorCode.VALIDATION_ERROR) from exc
             out = episodes.step(self.runtime, caller, self._episode, body)
             self._step = max(self._step, out.step)
             if out.done:
@@ -338,7 +340,8 @@ def _task_request(task: Any) -> tuple[str | None, dict[str, Any] | None]:
     if isinstance(task, dict):
         return None, task
     raise Unprocessable(
-        f"expected task as a task id or a task spec object, got {task!r}", code="validation_error"
+        f"expected task as a task id or a task spec object, got {task!r}",
+        code=ErrorCode.VALIDATION_ERROR,
     )
 
 

@@ -11,6 +11,7 @@ from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
 from server.routes.common import ERRORS, AtTick, IdPath
 from server.schemas import PlaceOut, ThingOut
+from world.contract import ErrorCode
 from world.store.history import Gone, image_at, place_now, thing_now
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -20,7 +21,9 @@ def _at(session: SessionDep, kind: str, entity_id: str, at_tick: int) -> dict[st
     try:
         image = image_at(session=session, kind=kind, entity_id=entity_id, at_tick=at_tick)
     except Gone as exc:
-        raise NotFound(f"{kind} {entity_id} was gone by tick {at_tick}", code="gone") from exc
+        raise NotFound(
+            f"{kind} {entity_id} was gone by tick {at_tick}", code=ErrorCode.GONE
+        ) from exc
     if image is None:
         raise NotFound(f"no {kind} {entity_id} at tick {at_tick}")
     return image

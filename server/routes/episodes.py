@@ -37,6 +37,7 @@ from server.schemas import (
     StepOut,
     StepRecord,
 )
+from world.contract import ErrorCode
 from world.store import WorldRow, records
 from world.store.models import EpisodeRow, TaskRow
 
@@ -162,7 +163,7 @@ def judge_steps(
     if beyond:
         raise Unprocessable(
             f"expected votes 0..{m - 1} (this server takes {m} votes per step), got {beyond}",
-            code="vote_out_of_range",
+            code=ErrorCode.VOTE_OUT_OF_RANGE,
             details={"votes_per_step": m, "votes": beyond},
         )
     now = time.time()
@@ -175,14 +176,14 @@ def judge_steps(
             # Judges see whole trajectories: the trainer learns only from ended episodes.
             raise Conflict(
                 f"expected an ended episode, got episode {episode_id} still open",
-                code="episode_open",
+                code=ErrorCode.EPISODE_OPEN,
                 details={"episode_id": episode_id},
             )
         unknown = sorted({j.step for j in judgments if j.step > episode.last_step})
         if unknown:
             raise Unprocessable(
                 f"expected steps 1..{episode.last_step} of episode {episode_id}, got {unknown}",
-                code="unknown_step",
+                code=ErrorCode.UNKNOWN_STEP,
                 details={"steps": unknown},
             )
         made = server_records.add_judgments(

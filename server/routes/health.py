@@ -10,6 +10,7 @@ from migrations import current_revision, head_revision
 from server.dependencies import RuntimeDep
 from server.errors import error_body
 from server.schemas import ErrorBody, Health, Readiness
+from world.contract import ErrorCode
 
 router = APIRouter(tags=["health"])
 
@@ -28,14 +29,14 @@ def readyz(runtime: RuntimeDep) -> Readiness | JSONResponse:
             revision = current_revision(conn)
     except Exception:
         return JSONResponse(
-            error_body(503, "the database is unreachable", code="database_unavailable"), 503
+            error_body(503, "the database is unreachable", code=ErrorCode.DATABASE_UNAVAILABLE), 503
         )
     if revision != head:
         return JSONResponse(
             error_body(
                 503,
                 f"migrations at {revision}, expected {head}",
-                code="not_migrated",
+                code=ErrorCode.NOT_MIGRATED,
                 details={"revision": revision, "head": head},
             ),
             503,

@@ -11,6 +11,7 @@ from server.dependencies import CallerDep, SessionDep
 from server.errors import Unprocessable
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure
 from server.routes.common import ERRORS, Tick
+from world.contract import ErrorCode
 
 router = APIRouter(prefix="/metrics", tags=["metrics"], responses=ERRORS)
 
@@ -51,4 +52,4 @@ def learning(
     try:
         return measure(session, scope, bucket_ticks=bucket_ticks, window=window)
     except ValueError as exc:
-        raise Unprocessable(str(exc), code="too_many_buckets") from exc
+        raise Unprocessable(str(exc), code=ErrorCode.TOO_MANY_BUCKETS) from exc
