@@ -23,6 +23,7 @@ from typing import Any
 
 from agents.client import DEFAULT_SERVER, BigWorldClient, Record, RetryPolicy
 from agents.errors import AuthenticationError, ClientError, ForbiddenError, UnreachableError
+from world.contract import MAIN_WORLD, WORLD_NAME
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMANDS: dict[str, Register] = {}
@@ -176,15 +177,12 @@ def stop_on_signals(stop: threading.Event, seconds: float | None = None) -> None
         timer.start()
 
 
-MAIN_WORLD = "main"
-# A world's name: world.store.worlds.NAME (a test holds them equal), not imported from there so
-# that the command line does not load the store.
-WORLD_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+WORLD_NAME_PATTERN = re.compile(WORLD_NAME)
 
 
 def world_name(text: str) -> str:
     """An argparse ``type``: a world's name, ``main`` or a fork's."""
-    if not WORLD_NAME.match(text):
+    if not WORLD_NAME_PATTERN.match(text):
         raise argparse.ArgumentTypeError(
             f"expected a world's name (main, or a fork's: lowercase letters, digits and '-', "
             f"see `bigworld world list`), got {text!r}"
@@ -297,7 +295,7 @@ def register_world(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
     fork = verbs.add_parser("fork", help="fork a world at a tick", description="Fork a world.")
     add_server_options(fork)
-    fork.add_argument("--from", dest="source", default="main", help="the world forked")
+    fork.add_argument("--from", dest="source", default=MAIN_WORLD, help="the world forked")
     fork.add_argument("--at-tick", type=at_least(0), required=True, help="its tick to fork at")
     fork.add_argument("--name", help="the fork's name (default: generated)")
     fork.set_defaults(run=run_world_fork)

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import httpx
 
 from agents.errors import ClientError, ConflictError, UnreachableError, error_for
+from world.contract import MAIN_WORLD, WORLD_PATHS
 
 T = TypeVar("T")
 Id = int | str
@@ -356,17 +357,12 @@ def _world_request(at_tick: int | None, state_hash: bool) -> Request:
 # --- the two clients -------------------------------------------------------------------------
 
 
-# The routes of one world (design §6): a client of a fork sends them under its name.
-WORLD_PATHS = ("/v1/world", "/v1/episodes", "/v1/events", "/v1/things", "/v1/places",
-               "/v1/tasks", "/v1/regions", "/v1/metrics/learning")  # fmt: skip
-
-
 @dataclass
 class _Settings:
     base_url: str
     token: str | None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    world: str = "main"
+    world: str = MAIN_WORLD
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -374,7 +370,7 @@ class _Settings:
     def path(self, path: str) -> str:
         """``path`` in this client's world: ``/v1/episodes`` is ``/v1/worlds/W/episodes``."""
         ours = any(path == route or path.startswith(route + "/") for route in WORLD_PATHS)
-        if self.world == "main" or not ours:  # /v1/worlds is not /v1/world
+        if self.world == MAIN_WORLD or not ours:  # /v1/worlds is not /v1/world
             return path
         return f"/v1/worlds/{self.world}/" + path.removeprefix("/v1/")
 
@@ -399,7 +395,7 @@ class BigWorldClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        world: str = "main",
+        world: str = MAIN_WORLD,
     ) -> None:
         self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy(), world)
         self._http = httpx.Client(
@@ -581,7 +577,7 @@ class AsyncBigWorldClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
-        world: str = "main",
+        world: str = MAIN_WORLD,
     ) -> None:
         self.settings = _Settings(base_url.rstrip("/"), token, retry or RetryPolicy(), world)
         self._http = httpx.AsyncClient(

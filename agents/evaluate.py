@@ -23,7 +23,6 @@ from typing import Any
 
 from agents.backends import Sampling
 from agents.cli import (
-    MAIN_WORLD,
     add_server_options,
     add_thread_option,
     at_least,
@@ -34,6 +33,7 @@ from agents.cli import (
 )
 from agents.client import BigWorldClient, Record
 from agents.errors import ClientError, ConflictError
+from world.contract import MAIN_WORLD
 from world.stats import Difference, paired_difference, unpaired_difference, wilson
 
 SCRIPTED = ("random", "explorer", "expert")

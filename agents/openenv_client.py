@@ -22,6 +22,8 @@ from openenv.core.env_client import EnvClient
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
+from world.contract import MAIN_WORLD
+
 
 class BigWorldAction(Action):
     """One step: the action text, and optionally what a REST step body carries besides."""
@@ -63,7 +65,7 @@ class BigWorldState(State):
     place: str | None = Field(None, description="the avatar's place id")
     place_name: str | None = None
     tick: int | None = None
-    world: str = "main"
+    world: str = MAIN_WORLD
 
 
 class BigWorldOpenEnv(EnvClient[BigWorldAction | str, BigWorldObservation, BigWorldState]):

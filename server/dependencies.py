@@ -18,8 +18,7 @@ from server.credentials import Caller
 from server.errors import NotFound, Unprocessable
 from server.runtime import Runtime
 from server.worlds import enlist
-from world.contract import ErrorCode
-from world.store.worlds import NAME
+from world.contract import WORLD_NAME, ErrorCode
 
 
 async def get_main_runtime(request: Request) -> Runtime:
@@ -73,8 +72,8 @@ async def get_caller(
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-# A world's name in a path (world.store.worlds.NAME).
-WorldPath = Annotated[str, Path(pattern=NAME, max_length=32)]
+# A world's name in a path.
+WorldPath = Annotated[str, Path(pattern=WORLD_NAME, max_length=32)]
 
 
 async def enter_world(

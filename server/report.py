@@ -39,9 +39,10 @@ from sqlalchemy.orm import Session
 
 from server.analysis import Decision, RunFigures, Scope, decisions, outcomes, run_figures
 from server.learning import DEFAULT_WINDOW, LearningMetrics, measure, season_changes
+from world.contract import MAIN_WORLD
 from world.stats import wilson
 from world.store import make_engine, read_world, session_factory
-from world.store.worlds import MAIN, Fork, get_fork, list_forks, open_store
+from world.store.worlds import Fork, get_fork, list_forks, open_store
 from world.values import WorldMeta
 
 PLOTS = (
@@ -158,7 +159,7 @@ def write_report(
     database_url: str,
     out: Path,
     *,
-    world: str = MAIN,
+    world: str = MAIN_WORLD,
     bucket_ticks: int | None = None,
     window: int = DEFAULT_WINDOW,
 ) -> Path:
@@ -169,7 +170,7 @@ def write_report(
     summary = out / "report.md"
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
-        if world != MAIN:
+        if world != MAIN_WORLD:
             raise ReportError(f"no world {world!r} (no database at {url.database})")
         out.mkdir(parents=True, exist_ok=True)
         summary.write_text(_empty(f"no database at {url.database}"))
@@ -178,13 +179,13 @@ def write_report(
     try:
         tables = set(inspect(engine).get_table_names())
         if "world_meta" not in tables:
-            if world != MAIN:
+            if world != MAIN_WORLD:
                 raise ReportError(f"no world {world!r} (the database holds no world yet)")
             out.mkdir(parents=True, exist_ok=True)
             summary.write_text(_empty("the database holds no world yet"))
             return summary
         _up_to_date(tables)
-        if world == MAIN:
+        if world == MAIN_WORLD:
             with session_factory(engine)() as session:
                 run = read_run(session, bucket_ticks=bucket_ticks, window=window)
         else:
@@ -215,7 +216,7 @@ def _read_fork(
         if fork is None:
             forks = [f.name for f in list_forks(session, limit=WORLDS_NAMED + 1)]
             more = " and more" if len(forks) > WORLDS_NAMED else ""
-            named = ", ".join([MAIN, *forks[:WORLDS_NAMED]])
+            named = ", ".join([MAIN_WORLD, *forks[:WORLDS_NAMED]])
             raise ReportError(
                 f"no world {name!r} (worlds in this database: {named}{more}; "
                 "`bigworld world list` lists them all)"

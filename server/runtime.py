@@ -25,6 +25,7 @@ from server.credentials import CallerCache, FailureThrottle
 from server.limits import RateLimiter
 from server.metrics import Metrics
 from server.settings import Settings
+from world.contract import MAIN_WORLD
 from world.rules import Rules, default_rules
 from world.state import Backend
 from world.store import SqlBackend, Work, WorldRow, Writer, make_engine, session_factory
@@ -33,7 +34,7 @@ from world.store.errors import StoreError
 from world.store.fork import ForkBackend
 from world.store.past import KeptPast
 from world.store.regions import Scope
-from world.store.worlds import MAIN, Fork, Stores, lineage, parent_at
+from world.store.worlds import Fork, Stores, lineage, parent_at
 
 _PAST = "bigworld_past"  # session.info: a fork's parent at its tick, for its backend
 
@@ -97,7 +98,7 @@ class Runtime:
     def world(self, name: str) -> Runtime | None:
         """The runtime serving world ``name`` (this one for main), made on first use; None
         for a world that does not exist. Only the main world's runtime makes them."""
-        if name == MAIN:
+        if name == MAIN_WORLD:
             return self
         with self._making:
             return self._fork_runtime(name)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from world.store.worlds import NAME as WORLD_NAME
+from world.contract import WORLD_NAME
 
 MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before the world sees it
 MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit

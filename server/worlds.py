@@ -24,7 +24,7 @@ from server.credentials import Caller
 from server.errors import Conflict, NotFound, Unprocessable
 from server.models import AgentRow
 from server.runtime import Runtime
-from world.contract import ErrorCode
+from world.contract import MAIN_WORLD, ErrorCode
 from world.state import Backend, World
 from world.store import SqlBackend, session_factory
 from world.store.database import WRITE_OPTION
@@ -34,7 +34,6 @@ from world.store.history import counts, world_at
 from world.store.models import EventRow, RemovedThingRow
 from world.store.past import past_backend
 from world.store.worlds import (
-    MAIN,
     Fork,
     add_fork,
     drop_store,
@@ -123,7 +122,7 @@ def hashed(runtime: Runtime, session: Session, name: str) -> str:
 def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: str | None) -> Fork:
     """Fork ``parent`` at the end of ``at_tick`` as ``name`` (generated when None)."""
     name = name or f"fork-{secrets.token_hex(4)}"
-    if name == MAIN or get_fork(session, name) is not None:
+    if name == MAIN_WORLD or get_fork(session, name) is not None:
         raise Conflict(f"a world named {name!r} exists", code=ErrorCode.WORLD_EXISTS)
     with opened(runtime, session, parent) as (made_at, now, own):
         _up_to(World(now).tick, at_tick, f"{parent!r}'s")
@@ -151,7 +150,7 @@ def create(runtime: Runtime, session: Session, parent: str, at_tick: int, name: 
         finally:
             engine.dispose()
     _writing(session)
-    if parent != MAIN and get_fork(session, parent) is None:  # deleted meanwhile
+    if parent != MAIN_WORLD and get_fork(session, parent) is None:  # deleted meanwhile
         drop_store(runtime.engine, fork.location)
         raise NotFound(f"no world {parent!r}", code=ErrorCode.UNKNOWN_WORLD)
     try:
@@ -202,7 +201,7 @@ def new_store(main: Engine, location: str) -> Engine:
 
 def delete(runtime: Runtime, session: Session, name: str) -> Fork:
     """Remove fork ``name`` and its store; never main, never a fork that has forks."""
-    if name == MAIN:
+    if name == MAIN_WORLD:
         raise Conflict("the main world cannot be deleted", code=ErrorCode.WORLD_IS_MAIN)
     _writing(session)  # the checks and the removal in one write: no fork made under it meanwhile
     fork = get_fork(session, name)

@@ -18,7 +18,7 @@ from server.app import create_app
 from server.cli import build_parser
 from server.routes import MAIN_PREFIX, ROUTERS, WORLD_PREFIX, WORLD_ROUTERS
 from server.settings import Settings
-from world.contract import ErrorCode
+from world.contract import WORLD_PATHS, ErrorCode
 
 REPO = Path(__file__).resolve().parents[1]
 DESIGN = REPO / "docs" / "design.md"
@@ -183,3 +183,27 @@ def test_no_error_code_is_a_bare_string_in_the_server() -> None:
         if re.search(r"\bcode\s*=\s*[\"']", line) or re.search(r"\bcode = [\"']", line)
     ]
     assert not bare, "error codes as bare strings:\n" + "\n".join(bare)
+
+
+def test_the_client_s_world_paths_are_the_routes_of_one_world(app: FastAPI) -> None:
+    """``world.contract.WORLD_PATHS`` (the paths a client of a fork sends under its name) cover
+    every route the server serves once per world, and each is served under a fork's name."""
+    served = {
+        MAIN_PREFIX + route.path
+        for router in WORLD_ROUTERS
+        for route in router.routes
+        if getattr(route, "methods", None)
+    }
+    covered = {path for path in served if any(
+        path == prefix or path.startswith(prefix + "/") for prefix in WORLD_PATHS
+    )}  # fmt: skip
+    assert covered == served, f"world routes no client path covers: {sorted(served - covered)}"
+    in_a_fork = {shape("", path) for path in app.openapi()["paths"]}
+    unserved = [
+        p for p in WORLD_PATHS if not any(
+            s == shape("", f"{WORLD_PREFIX}{p.removeprefix(MAIN_PREFIX)}")
+            or s.startswith(shape("", f"{WORLD_PREFIX}{p.removeprefix(MAIN_PREFIX)}") + "/")
+            for s in in_a_fork
+        )
+    ]  # fmt: skip
+    assert not unserved, f"client paths no fork serves: {unserved}"

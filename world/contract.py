@@ -1,4 +1,5 @@
-"""What the HTTP contract's server and its clients share, defined once: the codes of its errors.
+"""What the HTTP contract's server and its clients share, defined once: the codes of its errors,
+the main world's name, what a world's name may be, and which routes are a world's.
 
 Every error answer has the shape ``{"error": {"code", "message", "details"}}``; its ``code``
 is one of :class:`ErrorCode`, which the server raises by name (``server.errors``), and which
@@ -69,3 +70,19 @@ class ErrorCode(StrEnum):
     DATABASE_UNAVAILABLE = "database_unavailable"
     WORLD_UNAVAILABLE = "world_unavailable"
     NOT_MIGRATED = "not_migrated"
+
+
+MAIN_WORLD = "main"  # the world a path without /v1/worlds/{name} means
+WORLD_NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a world's name: main's, or a fork's
+# The routes of one world (design §6), each served under /v1 for main and under
+# /v1/worlds/{name} for any world: a client of a fork sends them under its name.
+WORLD_PATHS = (
+    "/v1/world",
+    "/v1/episodes",
+    "/v1/events",
+    "/v1/things",
+    "/v1/places",
+    "/v1/tasks",
+    "/v1/regions",
+    "/v1/metrics/learning",
+)

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends import Generated, LanguageModel, Sampling, TransformersModel
-from agents.cli import MAIN_WORLD
 from agents.client import BigWorldClient, EpisodeStart, RetryPolicy
 from agents.errors import (
     AuthenticationError,
@@ -45,6 +44,7 @@ from agents.errors import (
 from agents.policy_agent import ModelPolicy, Policy, PolicyRunner, RunnerConfig
 from agents.train.config import TrainConfig
 from agents.train.data import Episode, episode_from_detail
+from world.contract import MAIN_WORLD
 
 log = logging.getLogger("bigworld.train.exact")
 # What a misconfigured round raises at once (a token of the wrong role, an unknown family),

@@ -19,6 +19,7 @@ from server.dependencies import CallerDep, RuntimeDep, SessionDep
 from server.routes.common import ERRORS, AtTick
 from server.runtime import Runtime
 from server.schemas import WorldInfo
+from world.contract import MAIN_WORLD
 
 router = APIRouter(prefix="/v1/world", tags=["world"], responses=ERRORS)
 HashQuery = Annotated[
@@ -34,7 +35,7 @@ def main_world(
     at_tick: AtTick = None,
     with_hash: HashQuery = False,
 ) -> WorldInfo:
-    return world_info(runtime, session, worlds.MAIN, at_tick, with_hash)
+    return world_info(runtime, session, MAIN_WORLD, at_tick, with_hash)
 
 
 def world_info(

@@ -21,6 +21,7 @@ from server.schemas import (
     WorldListed,
     WorldSize,
 )
+from world.contract import MAIN_WORLD
 
 router = APIRouter(prefix="/v1/worlds", tags=["worlds"], responses=ERRORS)
 
@@ -54,7 +55,7 @@ def list_worlds(
     listed = worlds.listing(runtime, session, cursor, limit)
     items = [
         WorldListed(
-            name=w.fork.name if w.fork else worlds.MAIN,
+            name=w.fork.name if w.fork else MAIN_WORLD,
             parent=w.fork.parent if w.fork else None,
             at_tick=w.fork.at_tick if w.fork else None,
             tick=w.tick,

@@ -333,10 +333,6 @@ def test_an_unknown_world_is_one_line_and_writes_nothing(server, tmp_path, capsy
 
 
 def test_world_names_are_checked_and_decisions_are_mains(tmp_path, capsys):
-    from agents.cli import WORLD_NAME
-    from world.store.worlds import NAME
-
-    assert WORLD_NAME.pattern == NAME
     argv = ["history", "events", "--token", "t", "--world", "Exp_1"]
     assert main(argv) == 2
     assert "expected a world's name" in capsys.readouterr().err

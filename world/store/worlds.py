@@ -20,6 +20,7 @@ from pathlib import Path
 from sqlalchemy import Engine, delete, func, select, text
 from sqlalchemy.orm import Session
 
+from world.contract import MAIN_WORLD
 from world.state import Backend
 from world.store.backend import SqlBackend
 from world.store.database import make_engine, session_factory
@@ -27,9 +28,6 @@ from world.store.errors import StoreError
 from world.store.fork import ForkBackend, Written
 from world.store.models import ForkRow
 from world.store.past import Kept, PastBackend, Since, past_backend
-
-MAIN = "main"
-NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a fork's name (and main's)
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ def remove_fork(session: Session, name: str) -> None:
 def lineage(session: Session, name: str) -> list[Fork]:
     """``name``'s forks from the oldest below main down to ``name`` itself (empty for main)."""
     chain: list[Fork] = []
-    while name != MAIN:
+    while name != MAIN_WORLD:
         fork = get_fork(session, name)
         if fork is None:
             raise StoreError(f"no world {name!r}")
@@ -164,7 +162,7 @@ class Stores:
 
     def _at_of(self, chain: list[Fork]) -> tuple[Identity, int]:
         fork = chain[-1]
-        parent = _identity(chain[-2]) if len(chain) > 1 else (MAIN, "", 0, 0.0)
+        parent = _identity(chain[-2]) if len(chain) > 1 else (MAIN_WORLD, "", 0, 0.0)
         self._at[fork.name] = (parent, fork.at_tick)
         return self._at[fork.name]
 
