@@ -327,8 +327,8 @@ class Kept:
     and asks its log nothing (:class:`KeptPast`).
 
     At most ``limit`` things, places and avatars are kept; past that, everything is dropped
-    and read again as needed. Maps are changed only under the lock, and readers in other
-    threads see a key whole or not at all."""
+    and read again as needed (:meth:`put`). Maps are changed only under the lock, and readers
+    in other threads see a key whole or not at all; ``meta`` is set whole, once."""
 
     def __init__(self, limit: int = 50_000) -> None:
         self.limit = limit
@@ -343,17 +343,16 @@ class Kept:
         self._size = 0
         self._lock = threading.Lock()
 
-    def store(self, size: int, put: Callable[[], None]) -> None:
-        """Run ``put`` (which adds entries of ``size`` entities) under the lock, first
-        dropping everything if it would pass the limit."""
+    def put(self, into: dict[Any, Any], entries: dict[Any, Any], size: int) -> None:
+        """Add ``entries`` (``size`` entities) to the map ``into``, first dropping everything
+        kept if they would pass the limit."""
         with self._lock:
             if self._size + size > self.limit:
-                for kept in (self.regions, self.places_in, self.lying, self.inventories):
+                maps = (self.regions, self.places_in, self.lying, self.inventories)
+                for kept in (*maps, self.things, self.avatars, self.crowds):
                     kept.clear()
-                for kept_ in (self.things, self.avatars, self.crowds):
-                    kept_.clear()
                 self._size = 0
-            put()
+            into.update(entries)
             self._size += size
 
 
@@ -393,54 +392,50 @@ class KeptPast:
             self._avatars[avatar.id] = _copy_avatar(avatar)
         return self._avatars[avatar.id]
 
+    def _kept(
+        self,
+        kept: dict[Key, Value],
+        key: Key,
+        read: Callable[[], Value],
+        size: Callable[[Value], int] = lambda _: 1,
+    ) -> Value:
+        """What ``kept`` holds for ``key``, or ``read()`` (which opens the parent), kept. The
+        value is taken into a local first: the limit may drop it from the map meanwhile."""
+        value = kept.get(key, _UNREAD)
+        if value is _UNREAD:
+            value = read()
+            self.kept.put(kept, {key: value}, size(value))
+        return value
+
     # -- Backend ---------------------------------------------------------------------------
-    # Each reads what is kept into a local first: the limit may drop it from the maps meanwhile.
     def load_meta(self) -> WorldMeta:
-        meta = self.kept.meta
-        if meta is None:
-            meta = self.past.load_meta()
-            self.kept.store(0, lambda: setattr(self.kept, "meta", meta))
-        return meta.copy()
+        if self.kept.meta is None:
+            self.kept.meta = self.past.load_meta()
+        return self.kept.meta.copy()
 
     def load_region(self, rx: int, ry: int) -> Region | None:
-        key = f"{rx},{ry}"
-        region = self.kept.regions.get(key, _UNREAD)
-        if region is _UNREAD:
-            region = self.past.load_region(rx, ry)
-            self.kept.store(1, lambda: self.kept.regions.__setitem__(key, region))
+        region = self._kept(self.kept.regions, f"{rx},{ry}", lambda: self.past.load_region(rx, ry))
         return None if region is None else dataclasses.replace(region)
 
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
-        key = f"{rx},{ry}"
-        places = self.kept.places_in.get(key)
-        if places is None:
-            places = tuple(self.past.load_places_in(rx, ry))
-            self.kept.store(len(places), lambda: self.kept.places_in.__setitem__(key, places))
-        return [self._place(p) for p in places]
+        read = lambda: tuple(self.past.load_places_in(rx, ry))  # noqa: E731
+        return [self._place(p) for p in self._kept(self.kept.places_in, f"{rx},{ry}", read, len)]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         found = self._in_places(self.kept.lying, places, lambda ps: self.past.load_things_in(ps))
         return [self._thing(found[i]) for i in sorted(found)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        held = self.kept.inventories.get(avatar)
-        if held is None:
-            held = tuple(self.past.load_inventory(avatar))
-            self.kept.store(len(held) + 1, lambda: self.kept.inventories.__setitem__(avatar, held))
+        read = lambda: tuple(self.past.load_inventory(avatar))  # noqa: E731
+        held = self._kept(self.kept.inventories, avatar, read, lambda h: len(h) + 1)
         return [self._thing(t) for t in held]
 
     def load_thing(self, thing: int) -> Thing | None:
-        image = self.kept.things.get(thing, _UNREAD)
-        if image is _UNREAD:
-            image = self.past.load_thing(thing)
-            self.kept.store(1, lambda: self.kept.things.__setitem__(thing, image))
+        image = self._kept(self.kept.things, thing, lambda: self.past.load_thing(thing))
         return None if image is None else self._thing(image)
 
     def load_avatar(self, avatar: str) -> Avatar | None:
-        image = self.kept.avatars.get(avatar, _UNREAD)
-        if image is _UNREAD:
-            image = self.past.load_avatar(avatar)
-            self.kept.store(1, lambda: self.kept.avatars.__setitem__(avatar, image))
+        image = self._kept(self.kept.avatars, avatar, lambda: self.past.load_avatar(avatar))
         return None if image is None else self._avatar(image)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
@@ -464,10 +459,8 @@ class KeptPast:
             by_place: dict[str, list[Placed]] = {p: [] for p in missing}
             for entity in fresh:
                 by_place[str(entity.place)].append(entity)
-            self.kept.store(
-                len(fresh) + len(missing),
-                lambda: kept.update({p: tuple(there) for p, there in by_place.items()}),
-            )
+            entries = {p: tuple(there) for p, there in by_place.items()}
+            self.kept.put(kept, entries, len(fresh) + len(missing))
             found.update({e.id: e for e in fresh})
         return found
 
@@ -485,6 +478,8 @@ class KeptPast:
 
 
 Placed = TypeVar("Placed", Thing, Avatar)
+Key = TypeVar("Key")
+Value = TypeVar("Value")
 _UNREAD: Any = object()  # a key not kept (None is kept: absent at the tick)
 
 

@@ -115,6 +115,24 @@ def test_one_round_plays_one_task_from_one_state_and_leaves_no_fork(
     assert exact.figures.played == 2 and exact.figures.rollouts == 2 * G
 
 
+def exact_trainer(
+    client: BigWorldClient,
+    exact: ExactGroups,
+    models: dict[str, Path],
+    tmp_path: Path,
+    **overrides: object,
+) -> Trainer:
+    """A trainer that learns from the exact groups ``exact`` plays, without a reward model."""
+    return Trainer(
+        client,
+        exact_config(**overrides),
+        policy_dir=models["policy"],
+        reward_dir=None,
+        out=tmp_path / "train",
+        exact=exact,
+    )
+
+
 def test_a_mixed_exact_group_is_what_the_update_trains_on(
     server,
     admin: BigWorldClient,
@@ -127,14 +145,7 @@ def test_a_mixed_exact_group_is_what_the_update_trains_on(
     exact = ExactGroups(server.url, server.admin_token, player.token, make_policy=oracle_first)
     tick = admin.world()["tick"]
     with BigWorldClient(server.url, trainer_agent.token) as client:
-        trainer = Trainer(
-            client,
-            exact_config(min_samples=1),
-            policy_dir=models["policy"],
-            reward_dir=None,
-            out=tmp_path / "train",
-            exact=exact,
-        )
+        trainer = exact_trainer(client, exact, models, tmp_path, min_samples=1)
         assert trainer.config.group_by == "task"  # an exact group is its fork point's
         first = trainer.learners["policy"].version
         assert trainer.collect() == G
@@ -162,14 +173,7 @@ def test_a_uniform_exact_group_is_dropped_at_once(
 
     exact = ExactGroups(server.url, server.admin_token, make_agent().token, make_policy=never)
     with BigWorldClient(server.url, make_agent("trainer").token) as client:
-        trainer = Trainer(
-            client,
-            exact_config(exact_groups=2),
-            policy_dir=models["policy"],
-            reward_dir=None,
-            out=tmp_path / "train",
-            exact=exact,
-        )
+        trainer = exact_trainer(client, exact, models, tmp_path, exact_groups=2)
         assert trainer.collect() == 2
         assert not trainer.waiting and trainer.feed.dropped == 2
         assert trainer.update() is None
