@@ -474,6 +474,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 votes=VOTES,
                 group_by=group_by or args.group_by,
                 min_samples=args.min_samples,
+                max_samples=args.max_samples,
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
@@ -684,6 +685,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--min-samples", type=int, default=TrainConfig.min_samples, help="samples per update"
+    )
+    parser.add_argument(
+        "--max-samples",
+        type=int,
+        default=TrainConfig.max_samples,
+        help="most samples an update trains on (every arm); caps the optimiser steps with them",
     )
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="rank-mode sampling (1: the softmax)"
