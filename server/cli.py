@@ -4,10 +4,11 @@ reads the database like the server does) run here; every other command (``histor
 ``agents.cli.main``, imported only when invoked so that the server process never loads
 ``agents`` or torch.
 
-Every ``serve`` flag is also an environment variable ``BIGWORLD_<FLAG>``; a flag given on the
-command line wins over the environment, which wins over the default. The admin token is the one
-exception: it is never a flag (a command line is visible to every user in ``ps``), only
-``BIGWORLD_ADMIN_TOKEN`` or a file named by ``--admin-token-file``.
+Every ``serve`` flag is a setting of ``server.settings``, whose declaration gives the flag its
+name, type and help, and also an environment variable (its help names it); a flag given on the
+command line wins over the environment, which wins over the default. The admin token is never a
+flag (a command line is visible to every user in ``ps``), only ``BIGWORLD_ADMIN_TOKEN`` or a file
+named by ``--admin-token-file``.
 
 The data folder is created readable by its owner only (0700), and so is a SQLite database file
 (0600; SQLite gives its ``-wal`` and ``-shm`` files the database file's mode). No log line
@@ -23,13 +24,14 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from server import memory
-from server.settings import Settings
+from server.settings import Settings, default_text, flagged, flags, variables
 
 OWN_COMMANDS = {"serve", "db", "report"}
 AGENT_COMMANDS = {
@@ -44,46 +46,38 @@ AGENT_SUBCOMMANDS_HERE = {"create"}
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings that ``args``' flags give, over the environment and the defaults."""
     given: dict[str, Any] = {
-        name: value
-        for name in (
-            "host",
-            "port",
-            "data_dir",
-            "database_url",
-            "seed",
-            "admin_token_file",
-            "step_budget",
-            "episode_idle_timeout_s",
-            "heartbeat_s",
-            "rate_limit_per_s",
-            "rate_limit_burst",
-            "record_distance",
-            "forge_enabled",
-            "forge_interval_s",
-            "go_to_hops",
-            "log_level",
-        )
-        if (value := getattr(args, name, None)) is not None
+        name: value for name in flagged() if (value := getattr(args, name, None)) is not None
     }
     return Settings(**given)
 
 
+def _add_setting(parser: argparse.ArgumentParser, name: str) -> None:
+    """Add setting ``name``'s flag to ``parser``, its help made from the setting's declaration.
+    Every flag defaults to None, so that a flag not given leaves the environment's value."""
+    field = Settings.model_fields[name]
+    described = f"{field.description} (env {variables(name)[0]}; default {default_text(name)})"
+    help_text = described.replace("`", "").replace("%", "%%")  # plain text, not a format
+    option, *negative = flags(name)
+    if field.annotation is bool:  # a switch on by default has --no-<flag> too
+        action = argparse.BooleanOptionalAction if negative else "store_true"
+        parser.add_argument(option, dest=name, action=action, default=None, help=help_text)
+        return
+    parser.add_argument(option, dest=name, type=_value_type(field.annotation), help=help_text)
+
+
+def _value_type(annotation: Any) -> Callable[[str], Any]:
+    """The type a flag's text becomes, from its setting's annotation (None left out)."""
+    for kind in (str, int, float, Path):
+        if annotation in (kind, kind | None):
+            return kind
+    raise TypeError(f"expected a str, int, float, Path or bool setting, got {annotation}")
+
+
 def _db_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
-    parser.add_argument(
-        "--data-dir",
-        dest="data_dir",
-        help="data folder (env BIGWORLD_DATA_DIR; default ./bigworld-data)",
-    )
-    parser.add_argument(
-        "--database-url",
-        dest="database_url",
-        help="SQLAlchemy URL (env BIGWORLD_DATABASE_URL; default SQLite file in the data folder)",
-    )
-    if seed:
-        parser.add_argument(
-            "--seed", type=int, help="world seed for a new world (env BIGWORLD_SEED; default 0)"
-        )
+    for name in ("data_dir", "database_url", "seed") if seed else ("data_dir", "database_url"):
+        _add_setting(parser, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,77 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the world server in the foreground",
         description="Run the world server (uvicorn) in the foreground.",
     )
-    serve.add_argument("--host", help="bind address (env BIGWORLD_HOST; default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (env BIGWORLD_PORT; default 8000)")
-    _db_options(serve)
-    serve.add_argument(
-        "--admin-token-file",
-        dest="admin_token_file",
-        type=Path,
-        help="file whose first line is the admin token, at least 128 bits (env "
-        "BIGWORLD_ADMIN_TOKEN_FILE; or the token itself in env BIGWORLD_ADMIN_TOKEN; default: "
-        "generated once into DATA_DIR/admin_token)",
-    )
+    for name in flagged():
+        _add_setting(serve, name)
     # Refused with a message saying where the token goes instead (a flag is seen in ps).
     serve.add_argument("--admin-token", dest="admin_token_flag", help=argparse.SUPPRESS)
-    serve.add_argument(
-        "--step-budget", dest="step_budget", type=int, help="steps per episode (default 50)"
-    )
-    serve.add_argument(
-        "--episode-idle-timeout-s",
-        dest="episode_idle_timeout_s",
-        type=float,
-        help="abandon open episodes idle this long (default 900)",
-    )
-    serve.add_argument(
-        "--heartbeat",
-        dest="heartbeat_s",
-        type=float,
-        help="seconds per heartbeat tick, 0 = off (env BIGWORLD_HEARTBEAT; default 0)",
-    )
-    serve.add_argument(
-        "--rate-limit",
-        dest="rate_limit_per_s",
-        type=float,
-        help="requests/s per token (env BIGWORLD_RATE_LIMIT; default 5000)",
-    )
-    serve.add_argument(
-        "--rate-burst",
-        dest="rate_limit_burst",
-        type=int,
-        help="requests a token may send at once (env BIGWORLD_RATE_LIMIT_BURST; default: one "
-        "second's worth of --rate-limit)",
-    )
-    serve.add_argument(
-        "--record-distance",
-        dest="record_distance",
-        action="store_true",
-        default=None,
-        help="record the oracle's plan length with every step, for heuristic judges and "
-        "analysis; costs a plan per step (env BIGWORLD_RECORD_DISTANCE; default off)",
-    )
-    serve.add_argument(
-        "--forge-enabled",
-        dest="forge_enabled",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run forge cycles (adaptation and world dynamics); --no-forge-enabled turns them "
-        "off while begins still draw from the task pool (env BIGWORLD_FORGE_ENABLED; default on)",
-    )
-    serve.add_argument(
-        "--forge-interval-s",
-        dest="forge_interval_s",
-        type=float,
-        help="seconds between forge cycles (env BIGWORLD_FORGE_INTERVAL_S; default 15)",
-    )
-    serve.add_argument(
-        "--go-to-hops",
-        dest="go_to_hops",
-        type=int,
-        help="a begin asking for go_to that samples a fresh task draws its hops uniformly in "
-        "1..N (env BIGWORLD_GO_TO_HOPS; default 1)",
-    )
-    serve.add_argument("--log-level", dest="log_level", help="uvicorn log level (default info)")
     serve.set_defaults(run=_serve)
 
     db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
