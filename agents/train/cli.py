@@ -1,16 +1,14 @@
 """``bigworld train``: run the continual trainer against a world server.
 
 Every field of :class:`~agents.train.config.TrainConfig` is a flag of the same name
-(``--kl-beta 0.02``, ``--no-include-abandoned``), its help text the field's own comment.
+(``--kl-beta 0.02``, ``--no-include-abandoned``), its help text and choices the field's own.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import logging
-import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -26,38 +24,18 @@ from agents.cli import (
     stop_on_signals,
 )
 from agents.client import BigWorldClient, RetryPolicy
-from agents.train.config import GROUP_KEYS, KL_REFERENCES, MODES, WARM_START_LOSSES, TrainConfig
-
-CHOICES = {
-    "mode": MODES,
-    "group_by": GROUP_KEYS,
-    "kl_reference": KL_REFERENCES,
-    "warm_start_loss": WARM_START_LOSSES,
-}
-_COMMENT = re.compile(r"^\s+(\w+): [^=]+=.*?#\s*(.+)$")
-
-
-def _field_help() -> dict[str, str]:
-    """Each config field's trailing comment in config.py: the one place it is documented."""
-    found = {}
-    for line in inspect.getsource(TrainConfig).splitlines():
-        match = _COMMENT.match(line)
-        if match:
-            found[match.group(1)] = match.group(2).replace("%", "%%")
-    return found
+from agents.train.config import TrainConfig
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
-    helps = _field_help()
+    """A flag per :class:`TrainConfig` field, its help and choices the field's own."""
     group = parser.add_argument_group("training configuration (TrainConfig)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default
-        if callable(f.default_factory):  # a tuple field's default
-            default = f.default_factory()
-        text = helps.get(f.name, "")
-        if f.name in CHOICES:
-            group.add_argument(flag, choices=CHOICES[f.name], default=default, help=text)
+        text = f.metadata["help"].replace("%", "%%") + " (default: %(default)s)"
+        if f.metadata["choices"]:
+            group.add_argument(flag, choices=f.metadata["choices"], default=default, help=text)
         elif isinstance(default, bool):
             group.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=default, help=text
