@@ -23,6 +23,8 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from world.contract import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_PORT
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
@@ -34,17 +36,17 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BIGWORLD_", extra="ignore", populate_by_name=True)
 
     host: str = Field(
-        "127.0.0.1", description="the address to bind", json_schema_extra={"flag": "--host"}
+        DEFAULT_HOST, description="the address to bind", json_schema_extra={"flag": "--host"}
     )
     port: int = Field(
-        8000,
+        DEFAULT_PORT,
         ge=0,
         le=65535,
         description="the port to listen on",
         json_schema_extra={"flag": "--port"},
     )
     data_dir: Path = Field(
-        Path("./bigworld-data"),
+        Path(DEFAULT_DATA_DIR),
         description="the data folder (created 0700), holding the SQLite file, the generated admin "
         "token and the report",
         json_schema_extra={"flag": "--data-dir"},
@@ -115,7 +117,7 @@ class Settings(BaseSettings):
     heartbeat_s: float = Field(
         0.0,
         ge=0,
-        validation_alias=AliasChoices("heartbeat_s", "bigworld_heartbeat", "bigworld_heartbeat_s"),
+        validation_alias=AliasChoices("bigworld_heartbeat", "bigworld_heartbeat_s"),
         description="seconds per heartbeat tick; `0` turns it off",
         json_schema_extra={"flag": "--heartbeat"},
     )
@@ -123,9 +125,7 @@ class Settings(BaseSettings):
     rate_limit_per_s: float = Field(
         5000.0,
         gt=0,
-        validation_alias=AliasChoices(
-            "rate_limit_per_s", "bigworld_rate_limit", "bigworld_rate_limit_per_s"
-        ),
+        validation_alias=AliasChoices("bigworld_rate_limit", "bigworld_rate_limit_per_s"),
         description="requests per second per token, sustained",
         json_schema_extra={"flag": "--rate-limit"},
     )

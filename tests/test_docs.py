@@ -1,21 +1,21 @@
 """The documents that ship with the code agree with it: every route of ``/openapi.json`` is in
 the API table of docs/design.md §6, every "design §N" names a section that exists, the error
-table lists exactly the error codes, and the README's configuration table lists every server
-setting with its variable, flag and default."""
+table lists exactly the error codes, and the clients type their answers with the server's own
+models. (The README's configuration table is made from the settings: tests/server/test_settings.py.)"""
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 from fastapi import FastAPI
-from pydantic import AliasChoices
+from fastapi.routing import APIRoute
 
+from agents.client import AsyncBigWorldClient, BigWorldClient
 from server.app import create_app
-from server.cli import build_parser
 from server.routes import MAIN_PREFIX, ROUTERS, WORLD_PREFIX, WORLD_ROUTERS
 from server.settings import Settings
 from world.contract import WORLD_PATHS, ErrorCode
@@ -125,44 +125,6 @@ def test_readme_links_into_the_design_reach_a_heading() -> None:
         assert anchor in slugs, f"README links to docs/design.md#{anchor}, which no heading has"
 
 
-def _env_names(name: str) -> set[str]:
-    alias = Settings.model_fields[name].validation_alias
-    names = {f"BIGWORLD_{name.upper()}"}
-    if isinstance(alias, AliasChoices):
-        names |= {a.upper() for a in alias.choices if str(a).startswith("bigworld_")}
-    return names
-
-
-def _readme_settings() -> list[list[str]]:
-    text = README.read_text()
-    start = text.index("## Configuration")
-    return table_rows(text[start : text.index("\n## ", start + 1)])
-
-
-@pytest.mark.parametrize("name", sorted(Settings.model_fields))
-def test_readme_lists_every_setting_with_its_default(name: str) -> None:
-    rows = [r for r in _readme_settings() if any(f"`{env}`" in r[0] for env in _env_names(name))]
-    assert len(rows) == 1, f"README's configuration table has no row for setting {name}"
-    default = Settings.model_fields[name].default
-    cell = rows[0][2]
-    if isinstance(default, bool):
-        assert cell.startswith("on" if default else "off"), (name, cell)
-    elif isinstance(default, int | float | str | Path):
-        text = f"{default:g}" if isinstance(default, int | float) else str(default)
-        assert re.search(rf"`(\./)?{re.escape(text)}`", cell), (name, default, cell)
-
-
-def test_readme_lists_every_serve_flag() -> None:
-    parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    table = "\n".join(" | ".join(row) for row in _readme_settings())
-    for action in commands.choices["serve"]._actions:
-        if action.help == argparse.SUPPRESS or "--help" in action.option_strings:
-            continue
-        for flag in action.option_strings:
-            assert f"`{flag}`" in table, f"README's configuration table lacks {flag}"
-
-
 def test_the_design_error_table_lists_exactly_the_error_codes() -> None:
     """Every ``ErrorCode`` once in docs/design.md's error table, and nothing else; the codes
     the server raises are the enum's (``server.errors`` takes nothing else, by its types)."""
@@ -207,3 +169,46 @@ def test_the_client_s_world_paths_are_the_routes_of_one_world(app: FastAPI) -> N
         )
     ]  # fmt: skip
     assert not unserved, f"client paths no fork serves: {unserved}"
+
+
+# The client's typed calls and the routes that answer them.
+TYPED_CALLS = {
+    "create_agent": ("POST", "/v1/agents"),
+    "begin_episode": ("POST", "/v1/episodes"),
+    "step": ("POST", "/v1/episodes/{episode_id}/steps"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_CALLS))
+def test_the_client_parses_answers_with_the_server_s_models(name: str) -> None:
+    """What a client call returns is the model its route answers with (``world.schemas``),
+    in both clients: a field the server adds or renames reaches the client with it."""
+    method, path = TYPED_CALLS[name]
+    served = [(route, route.path) for router in ROUTERS for route in router.routes] + [
+        (route, MAIN_PREFIX + route.path) for router in WORLD_ROUTERS for route in router.routes
+    ]
+    answered = [
+        route.response_model
+        for route, at in served
+        if isinstance(route, APIRoute) and at == path and method in route.methods
+    ]
+    assert len(answered) == 1, f"{method} {path} is served {len(answered)} times"
+    for client in (BigWorldClient, AsyncBigWorldClient):
+        returned = get_type_hints(getattr(client, name))["return"]
+        assert returned is answered[0], f"{client.__name__}.{name} returns {returned}"
+
+
+def test_the_openenv_client_speaks_the_mount_s_models() -> None:
+    """The typed OpenEnv client's action, observation and state are the classes the mount
+    builds its server with (``world.openenv_schemas``), not copies."""
+    pytest.importorskip("openenv")
+    from agents.openenv_client import BigWorldOpenEnv
+    from server.openenv import environment
+
+    (base,) = BigWorldOpenEnv.__orig_bases__  # type: ignore[attr-defined]
+    action, observation, state = get_args(base)
+    served = environment.BigWorldEnvironment
+    step = get_type_hints(served.step)
+    assert step["action"] in get_args(action), f"the client sends {action}, the mount takes {step}"
+    assert step["return"] is observation
+    assert get_type_hints(served.state.fget)["return"] is state

@@ -116,3 +116,13 @@ def test_the_check_fails_on_a_stale_table_and_the_rewrite_mends_it(tmp_path: Pat
     assert main(["--readme", str(stale)]) == 0
     assert main(["--check", "--readme", str(stale)]) == 0
     assert stale.read_text() == text
+
+
+@pytest.mark.parametrize("name", sorted(Settings.model_fields))
+def test_only_bigworld_variables_set_a_setting(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A variable without the prefix (``HEARTBEAT_S``, ``PORT``) is some other program's."""
+    _, given, _ = case(name) if name in flagged() else ([], "7", "")
+    monkeypatch.setenv(name.upper(), given)
+    assert getattr(Settings(), name) == Settings.model_fields[name].get_default(
+        call_default_factory=True
+    )
