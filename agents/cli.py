@@ -21,9 +21,9 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
-from agents.client import DEFAULT_SERVER, BigWorldClient, Record, RetryPolicy
+from agents.client import BigWorldClient, Record, RetryPolicy
 from agents.errors import AuthenticationError, ClientError, ForbiddenError, UnreachableError
-from world.contract import MAIN_WORLD, WORLD_NAME
+from world.contract import DEFAULT_SERVER, MAIN_WORLD, WORLD_NAME
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMANDS: dict[str, Register] = {}

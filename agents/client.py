@@ -14,6 +14,10 @@ idempotent:
 
 Calls that are not idempotent (``create_agent``, ``post_judgments``) are resent only when the
 server cannot have applied them: a refused connection, a 429 or a 503.
+
+The answers it types are the server's own response models (``world.schemas``: ``TaskOut``,
+``EpisodeStarted``, ``StepOut``, ``AgentCreated``); the records it passes through as JSON
+(episodes, events, things) are described by the same module.
 """
 
 from __future__ import annotations
@@ -30,92 +34,13 @@ from typing import Any, TypeVar
 import httpx
 
 from agents.errors import ClientError, ConflictError, UnreachableError, error_for
-from world.contract import MAIN_WORLD, WORLD_PATHS
+from world.contract import DEFAULT_SERVER, MAIN_WORLD, WORLD_PATHS
+from world.schemas import AgentCreated, EpisodeStarted, StepOut, TaskOut
 
 T = TypeVar("T")
 Id = int | str
 Record = dict[str, Any]
 """A server-defined record passed through as decoded JSON: an episode, event, thing, place, task."""
-
-DEFAULT_SERVER = "http://127.0.0.1:8000"
-
-
-# --- response models (the fields design §6 fixes) -------------------------------------------
-
-
-@dataclass(frozen=True)
-class Task:
-    """A task as the server states it: family, parameters and the text shown to the agent."""
-
-    id: Id
-    family: str
-    params: dict[str, Any]
-    text: str
-
-    @classmethod
-    def from_json(cls, body: Record) -> Task:
-        return cls(
-            id=body["id"],
-            family=body["family"],
-            params=body.get("params") or {},
-            text=body.get("text", ""),
-        )
-
-
-@dataclass(frozen=True)
-class EpisodeStart:
-    """The answer to beginning an episode: its task and the step-0 observation."""
-
-    episode_id: Id
-    task: Task
-    observation: str
-    admissible_actions: tuple[str, ...]
-    tick: int
-
-    @classmethod
-    def from_json(cls, body: Record) -> EpisodeStart:
-        return cls(
-            episode_id=body["episode_id"],
-            task=Task.from_json(body["task"]),
-            observation=body["observation"],
-            admissible_actions=tuple(body["admissible_actions"]),
-            tick=body["tick"],
-        )
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """The answer to one step; ``outcome`` is +1 or -1 once ``done``, else ``None``."""
-
-    step: int
-    observation: str
-    admissible_actions: tuple[str, ...]
-    done: bool
-    success: bool
-    outcome: float | None
-    tick: int
-
-    @classmethod
-    def from_json(cls, body: Record) -> StepResult:
-        return cls(
-            step=body["step"],
-            observation=body["observation"],
-            admissible_actions=tuple(body.get("admissible_actions") or ()),
-            done=bool(body["done"]),
-            success=bool(body["success"]),
-            outcome=body.get("outcome"),
-            tick=body["tick"],
-        )
-
-
-@dataclass(frozen=True)
-class AgentCredentials:
-    """A newly registered agent; the token is shown only this once."""
-
-    id: Id
-    token: str
-    name: str = ""
-    role: str = ""
 
 
 # --- requests, replies and retries ----------------------------------------------------------
@@ -267,23 +192,23 @@ def _recorded_step(detail: Record, step: int, action: str) -> Record | None:
     return None
 
 
-def _start_from_detail(detail: Record) -> EpisodeStart:
-    """An :class:`EpisodeStart` for an open episode read back with ``GET /v1/episodes/{id}``:
+def _start_from_detail(detail: Record) -> EpisodeStarted:
+    """An :class:`EpisodeStarted` for an open episode read back with ``GET /v1/episodes/{id}``:
     its task and latest observation (step 0's, or the last acknowledged step's)."""
     steps = detail.get("steps") or []
     latest = steps[-1] if steps else detail
-    return EpisodeStart(
+    return EpisodeStarted(
         episode_id=detail["id"],
-        task=Task.from_json(detail["task"]),
+        task=TaskOut.model_validate(detail["task"]),
         observation=latest["observation"],
-        admissible_actions=tuple(latest["admissible_actions"]),
+        admissible_actions=latest["admissible_actions"],
         tick=latest["tick"] if steps else detail["begin_tick"],
     )
 
 
 def _begin_flow(
     task_id: Id | None, family: str | None, task: Record | None = None
-) -> Flow[EpisodeStart]:
+) -> Flow[EpisodeStarted]:
     body = _given(task_id=task_id, family=family, task=task)
     reply = yield Request("POST", "/v1/episodes", json=body)
     if reply.status == 409 and reply.maybe_applied:
@@ -293,12 +218,12 @@ def _begin_flow(
         if isinstance(details, dict) and details.get("episode_id") is not None:
             detail = yield from _call(Request("GET", f"/v1/episodes/{details['episode_id']}"))
             return _start_from_detail(detail)
-    return EpisodeStart.from_json(_expect(reply))
+    return EpisodeStarted.model_validate(_expect(reply))
 
 
 def _step_flow(
     episode_id: Id, step: int, action: str, record: Record | None = None
-) -> Flow[StepResult]:
+) -> Flow[StepOut]:
     # ``record``: what the trainer needs later (policy_version, prompt, completion,
     # parse_failed, mode, temperature); stored with the step.
     body = {**(record or {}), "step": step, "action": action}
@@ -308,8 +233,8 @@ def _step_flow(
         detail = yield from _call(Request("GET", f"/v1/episodes/{episode_id}"))
         recorded = _recorded_step(detail, step, action)
         if recorded is not None:
-            return StepResult.from_json(recorded)
-    return StepResult.from_json(_expect(reply))
+            return StepOut.model_validate(recorded)
+    return StepOut.model_validate(_expect(reply))
 
 
 def _abandon_flow(episode_id: Id) -> Flow[Record]:
@@ -321,13 +246,11 @@ def _abandon_flow(episode_id: Id) -> Flow[Record]:
     return _expect(reply)
 
 
-def _create_agent_flow(name: str, role: str) -> Flow[AgentCredentials]:
+def _create_agent_flow(name: str, role: str) -> Flow[AgentCreated]:
     body = yield from _call(
         Request("POST", "/v1/agents", json={"name": name, "role": role}, resendable=False)
     )
-    return AgentCredentials(
-        id=body["id"], token=body["token"], name=body.get("name", name), role=body.get("role", role)
-    )
+    return AgentCreated.model_validate(body)
 
 
 def _judgments_flow(episode_id: Id, judgments: list[Record]) -> Flow[Any]:
@@ -473,7 +396,7 @@ class BigWorldClient:
         the present's hash when asked, as it costs the server a read of the whole world."""
         return self.run(_call(_world_request(at_tick, state_hash)))
 
-    def create_agent(self, name: str, role: str) -> AgentCredentials:
+    def create_agent(self, name: str, role: str) -> AgentCreated:
         return self.run(_create_agent_flow(name, role))
 
     def revoke_agent(self, agent_id: Id) -> Record:
@@ -482,14 +405,12 @@ class BigWorldClient:
 
     def begin_episode(
         self, task_id: Id | None = None, family: str | None = None, task: Record | None = None
-    ) -> EpisodeStart:
+    ) -> EpisodeStarted:
         """Open an episode: of the pool's task ``task_id``, of the task spec ``task``
         (``{"family", "params"}``, added to the pool when new), or drawn (of ``family``)."""
         return self.run(_begin_flow(task_id, family, task))
 
-    def step(
-        self, episode_id: Id, step: int, action: str, record: Record | None = None
-    ) -> StepResult:
+    def step(self, episode_id: Id, step: int, action: str, record: Record | None = None) -> StepOut:
         return self.run(_step_flow(episode_id, step, action, record))
 
     def abandon(self, episode_id: Id) -> Record:
@@ -535,7 +456,7 @@ class BigWorldClient:
     def post_judgments(self, episode_id: Id, judgments: list[Record]) -> Any:
         return self.run(_judgments_flow(episode_id, judgments))
 
-    def resume(self, episode_id: Id) -> tuple[EpisodeStart, list[Record]]:
+    def resume(self, episode_id: Id) -> tuple[EpisodeStarted, list[Record]]:
         """An open episode as it stands (its latest observation) and its steps so far."""
         detail = self.episode(episode_id)
         return _start_from_detail(detail), list(detail.get("steps") or ())
@@ -652,7 +573,7 @@ class AsyncBigWorldClient:
     async def world(self, at_tick: int | None = None, *, state_hash: bool = False) -> Record:
         return await self.run(_call(_world_request(at_tick, state_hash)))
 
-    async def create_agent(self, name: str, role: str) -> AgentCredentials:
+    async def create_agent(self, name: str, role: str) -> AgentCreated:
         return await self.run(_create_agent_flow(name, role))
 
     async def revoke_agent(self, agent_id: Id) -> Record:
@@ -660,12 +581,12 @@ class AsyncBigWorldClient:
 
     async def begin_episode(
         self, task_id: Id | None = None, family: str | None = None, task: Record | None = None
-    ) -> EpisodeStart:
+    ) -> EpisodeStarted:
         return await self.run(_begin_flow(task_id, family, task))
 
     async def step(
         self, episode_id: Id, step: int, action: str, record: Record | None = None
-    ) -> StepResult:
+    ) -> StepOut:
         return await self.run(_step_flow(episode_id, step, action, record))
 
     async def abandon(self, episode_id: Id) -> Record:
@@ -722,16 +643,11 @@ class AsyncBigWorldClient:
 
 
 __all__ = [
-    "AgentCredentials",
     "AsyncBigWorldClient",
     "BigWorldClient",
     "ClientError",
     "ConflictError",
-    "DEFAULT_SERVER",
-    "EpisodeStart",
     "Reply",
     "Request",
     "RetryPolicy",
-    "StepResult",
-    "Task",
 ]

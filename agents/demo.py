@@ -45,6 +45,7 @@ from typing import IO, Any
 from agents.cli import at_least, command
 from agents.client import BigWorldClient, Record, Request
 from agents.errors import ClientError
+from world.contract import DEFAULT_DATA_DIR, DEFAULT_PORT
 
 BIGWORLD = "import sys; from server.cli import main; sys.exit(main(sys.argv[1:]))"
 READY_TIMEOUT_S = 90.0
@@ -90,11 +91,11 @@ def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo.add_argument(
         "--data-dir",
         type=Path,
-        default=Path(os.environ.get("BIGWORLD_DATA_DIR", "bigworld-data")),
+        default=Path(os.environ.get("BIGWORLD_DATA_DIR", DEFAULT_DATA_DIR)),
         help="the world's data folder (env BIGWORLD_DATA_DIR; default %(default)s)",
     )
     demo.add_argument(
-        "--port", type=int, default=8000, help="server port; a free one if it is taken"
+        "--port", type=int, default=DEFAULT_PORT, help="server port; a free one if it is taken"
     )
     demo.add_argument("--policies", type=at_least(1), default=2, help="policy agents (default 2)")
     demo.add_argument("--seed", type=int, default=0, help="world seed for a new world")

@@ -18,8 +18,9 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from agents.client import BigWorldClient, EpisodeStart, Id, StepResult
+from agents.client import BigWorldClient, Id
 from agents.errors import ConflictError
+from world.schemas import EpisodeStarted, StepOut
 
 # Observations and actions are English text; Gymnasium's default charset is alphanumerics only.
 # Observations have line breaks; an action is one line (the server refuses control characters).
@@ -66,12 +67,12 @@ class BigWorldEnv(gym.Env[str, int | str]):
         self.action_space = spaces.Text(MAX_ACTION, charset=ACTION_CHARSET)
         self.episode_id: Id | None = None
         self.tick: int | None = None  # the world's tick at the latest answer
-        self.start: EpisodeStart | None = None
+        self.start: EpisodeStarted | None = None
         self._open = False
         self._asked: tuple[Id | None, str | None] = (None, None)  # the open one's task request
         self._step = 0  # the index of the last acknowledged step; begin is step 0
         self._observation = ""
-        self._admissible: tuple[str, ...] = ()
+        self._admissible: list[str] = []
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -123,7 +124,7 @@ class BigWorldEnv(gym.Env[str, int | str]):
             )
         return self._admissible[index]
 
-    def _unplayed(self, asked: tuple[Id | None, str | None]) -> EpisodeStart | None:
+    def _unplayed(self, asked: tuple[Id | None, str | None]) -> EpisodeStarted | None:
         """The open episode's start, if it has had no step, asked for the same task, and is
         still open on the server (which abandons episodes left idle too long)."""
         start = self.start
@@ -139,7 +140,7 @@ class BigWorldEnv(gym.Env[str, int | str]):
                 pass  # already ended: the server closes episodes left idle too long
         self._open = False
 
-    def _info(self, result: StepResult) -> dict[str, Any]:
+    def _info(self, result: StepOut) -> dict[str, Any]:
         # No episode id and no tick: the same seed and action must give the same info.
         return {
             "admissible_actions": list(result.admissible_actions),

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from agents.backends import DECODING_MODES, LanguageModel, Sampling, sent_ids, softmax_sample
-from agents.client import BigWorldClient, EpisodeStart, Id, Record
+from agents.client import BigWorldClient, Id, Record
 from agents.errors import (
     AuthenticationError,
     ClientError,
@@ -39,6 +39,7 @@ from agents.prompts import (
     rank_completion,
 )
 from agents.versions import VersionWatcher
+from world.schemas import EpisodeStarted
 
 log = logging.getLogger("bigworld.policy")
 T = TypeVar("T")
@@ -333,7 +334,7 @@ class PolicyRunner:
                 delay = min(self.config.reconnect_max_s, delay * 2)
 
     # -- episodes ----------------------------------------------------------------------------
-    def _begin(self) -> tuple[EpisodeStart, int, list[Turn]]:
+    def _begin(self) -> tuple[EpisodeStarted, int, list[Turn]]:
         """Begin an episode; after a crash of this runner, resume the one it left open."""
         try:
             return (

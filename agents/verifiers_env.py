@@ -42,6 +42,7 @@ from pydantic import Field
 
 from agents.openenv_client import BigWorldAction, BigWorldOpenEnv
 from agents.prompts import Turn, first_observation_task, parse_choice, policy_prompt
+from world.contract import DEFAULT_SERVER
 
 __all__ = ["BigWorldEnv", "BigWorldTaskset", "load_environment"]
 TASKSET_ID = "bigworld-verifiers"  # the top-level module bigworld_verifiers re-exports this one
@@ -55,7 +56,7 @@ SYSTEM_PROMPT = (
 class BigWorldConfig(vf.TasksetConfig):
     """Where the world is and which episodes to play."""
 
-    url: str = "http://127.0.0.1:8000"
+    url: str = DEFAULT_SERVER
     """The bigworld server (its OpenEnv endpoint is ``{url}/openenv``)."""
     token: str = ""
     """A policy agent's bearer token: its avatar plays every episode."""

@@ -22,10 +22,10 @@ from server import records as server_records
 from server.credentials import Caller
 from server.errors import Conflict, Forbidden, NotFound, Unprocessable
 from server.runtime import Runtime
-from server.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world import engine, episodes, families, oracle, tasks
 from world.contract import ErrorCode
 from world.errors import ActionError, TaskError, UnknownEntityError
+from world.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
 from world.state import World
 from world.store import Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow

@@ -1,5 +1,6 @@
 """What the HTTP contract's server and its clients share, defined once: the codes of its errors,
-the main world's name, what a world's name may be, and which routes are a world's.
+where a server listens by default, the main world's name, what a world's name may be, and which
+routes are a world's (the bodies are in ``world.schemas``).
 
 Every error answer has the shape ``{"error": {"code", "message", "details"}}``; its ``code``
 is one of :class:`ErrorCode`, which the server raises by name (``server.errors``), and which
@@ -71,6 +72,13 @@ class ErrorCode(StrEnum):
     WORLD_UNAVAILABLE = "world_unavailable"
     NOT_MIGRATED = "not_migrated"
 
+
+# Where a server listens and keeps its files unless told otherwise (server.settings), so that
+# the tools beside it (the client, the demo) find it there.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_SERVER = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+DEFAULT_DATA_DIR = "./bigworld-data"
 
 MAIN_WORLD = "main"  # the world a path without /v1/worlds/{name} means
 WORLD_NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a world's name: main's, or a fork's

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends import Generated, LanguageModel, Sampling, TransformersModel
-from agents.client import BigWorldClient, EpisodeStart, RetryPolicy
+from agents.client import BigWorldClient, RetryPolicy
 from agents.errors import (
     AuthenticationError,
     ClientError,
@@ -45,6 +45,7 @@ from agents.policy_agent import ModelPolicy, Policy, PolicyRunner, RunnerConfig
 from agents.train.config import TrainConfig
 from agents.train.data import Episode, episode_from_detail
 from world.contract import MAIN_WORLD
+from world.schemas import EpisodeStarted
 
 log = logging.getLogger("bigworld.train.exact")
 # What a misconfigured round raises at once (a token of the wrong role, an unknown family),
@@ -211,7 +212,7 @@ class ExactGroups:
             return client.episode(record["episode_id"])
 
     @staticmethod
-    def _draw(client: BigWorldClient, family: str | None) -> EpisodeStart:
+    def _draw(client: BigWorldClient, family: str | None) -> EpisodeStarted:
         try:
             return client.begin_episode(family=family)
         except ConflictError as exc:

@@ -27,13 +27,10 @@ from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import (
-    Action,
     EnvironmentMetadata,
-    Observation,
     ServerMode,
-    State,
 )
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from starlette.concurrency import run_in_threadpool
 
@@ -51,57 +48,14 @@ from server.errors import (
 )
 from server.openenv import peer
 from server.runtime import Runtime
-from server.schemas import StepIn, StepOut
-from world.contract import ErrorCode
+from world.contract import MAIN_WORLD, ErrorCode
+from world.openenv_schemas import BigWorldAction, BigWorldObservation, BigWorldState
+from world.schemas import StepIn, StepOut
 from world.state import World
 from world.store import SqlBackend, StoreError, records
 
 log = logging.getLogger("bigworld.server")
-WORLD = "main"  # the only world this server serves until forks land
 RESET_ARGUMENTS = ("token", "family", "task", "world", "episode_id", "seed")
-
-
-class BigWorldAction(Action):
-    """One step: the action text, and optionally what a REST step body carries besides."""
-
-    action: str = Field(description="the action, e.g. 'go to kitchen 1' (at most 512 characters)")
-    step: int | None = Field(
-        None,
-        description="the index this step expects to be (from 1); default the session's next. "
-        "Resending a step's index and action returns its recorded answer.",
-    )
-    policy_version: str | None = Field(None, description="model version that chose")
-    prompt: str | None = Field(None, description="exact prompt shown")
-    completion: str | None = Field(None, description="its answer")
-    parse_failed: bool = Field(False, description="the answer could not be parsed")
-    mode: str | None = Field(None, description="how the policy chose: rank or generate")
-    temperature: float | None = Field(None, description="the temperature it sampled at")
-    completion_ids: list[int] | None = Field(None, description="the completion's token ids")
-
-
-class BigWorldObservation(Observation):
-    """What the avatar sees; ``reward`` is the outcome (+1, -1) on the step that ends the
-    episode and 0 before it (None at reset), ``done`` whether this step ended it."""
-
-    text: str = Field("", description="the observation text (at reset, with the task)")
-    admissible_actions: list[str] = Field(default_factory=list)
-    episode_id: int = Field(0, description="the bigworld episode (GET /v1/episodes/{id})")
-    step: int = Field(0, description="the step this answers; reset answers step 0")
-    tick: int = Field(0, description="the world's tick at this answer")
-
-
-class BigWorldState(State):
-    """The session: its agent, episode, the avatar's place, the world's tick and name."""
-
-    episode_id: int | None = None  # type: ignore[assignment]  # bigworld's ids are integers
-    agent: str | None = None
-    status: str | None = Field(None, description="open, succeeded, failed or abandoned")
-    task_id: str | None = None
-    family: str | None = None
-    place: str | None = Field(None, description="the avatar's place id")
-    place_name: str | None = None
-    tick: int | None = None
-    world: str = WORLD
 
 
 class Refused(Exception):
@@ -207,9 +161,9 @@ class BigWorldEnvironment(Environment):
             if not isinstance(token, str) or not token.strip():
                 raise Unauthorized("expected reset(token=<a policy agent's bearer token>)")
             caller = check_role(authenticate(self.runtime, f"Bearer {token}", address), ("policy",))
-            if world not in (None, WORLD):
+            if world not in (None, MAIN_WORLD):
                 raise NotFound(
-                    f"expected world {WORLD!r} (the one this server serves), got {world!r}"
+                    f"expected world {MAIN_WORLD!r} (the one this server serves), got {world!r}"
                 )
             if family is not None and not isinstance(family, str):
                 raise Unprocessable(

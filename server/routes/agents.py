@@ -11,7 +11,7 @@ from server.accounts import register_agent, revoke_agent
 from server.dependencies import AdminDep, RuntimeDep
 from server.models import AgentRow
 from server.routes.common import ERRORS, IdPath
-from server.schemas import AgentCreate, AgentCreated, AgentRevoked
+from world.schemas import AgentCreate, AgentCreated, AgentRevoked
 from world.store import WorldRow
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from pydantic import AfterValidator
 
-from server.schemas import ErrorBody
+from world.schemas import ErrorBody
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Path
 from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
 from server.routes.common import ERRORS, AtTick, IdPath
-from server.schemas import PlaceOut, ThingOut
 from world.contract import ErrorCode
+from world.schemas import PlaceOut, ThingOut
 from world.store.history import Gone, image_at, place_now, thing_now
 
 router = APIRouter(tags=["entities"], responses=ERRORS)

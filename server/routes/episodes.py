@@ -22,7 +22,8 @@ from server.dependencies import (
 from server.errors import Conflict, NotFound, Unprocessable
 from server.models import JudgmentRow
 from server.routes.common import ERRORS, IdCursor, IdPath, IdQuery, Limit, Tick
-from server.schemas import (
+from world.contract import ErrorCode
+from world.schemas import (
     EpisodeBegin,
     EpisodeDetail,
     EpisodeOut,
@@ -37,7 +38,6 @@ from server.schemas import (
     StepOut,
     StepRecord,
 )
-from world.contract import ErrorCode
 from world.store import WorldRow, records
 from world.store.models import EpisodeRow, TaskRow
 

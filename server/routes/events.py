@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from server.dependencies import CallerDep, SessionDep
 from server.routes.common import ERRORS, IdCursor, Limit, Tick
-from server.schemas import EventOut, Page
+from world.schemas import EventOut, Page
 from world.store.history import EventFilter, list_events
 
 router = APIRouter(prefix="/events", tags=["events"], responses=ERRORS)

@@ -12,7 +12,7 @@ from forge.models import ForgeDecisionRow
 from server import forge as service
 from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep
 from server.routes.common import ERRORS, IdCursor, Limit, Tick
-from server.schemas import CycleOut, DecisionOut, ForgeInfo, Page, StorableJson
+from world.schemas import CycleOut, DecisionOut, ForgeInfo, Page, StorableJson
 
 router = APIRouter(prefix="/v1/forge", tags=["forge"], responses=ERRORS)
 

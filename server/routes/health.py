@@ -9,8 +9,8 @@ from sqlalchemy import text
 from migrations import current_revision, head_revision
 from server.dependencies import RuntimeDep
 from server.errors import error_body
-from server.schemas import ErrorBody, Health, Readiness
 from world.contract import ErrorCode
+from world.schemas import ErrorBody, Health, Readiness
 
 router = APIRouter(tags=["health"])
 

@@ -14,7 +14,7 @@ from server.dependencies import CallerDep, RuntimeDep, SessionDep, TrainerDep
 from server.errors import NotFound
 from server.models import PolicyRow
 from server.routes.common import ERRORS, IdCursor, Limit
-from server.schemas import ModelKind, Page, PolicyIn, PolicyOut
+from world.schemas import ModelKind, Page, PolicyIn, PolicyOut
 from world.store import WorldRow
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"], responses=ERRORS)

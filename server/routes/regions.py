@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
 
 from server.dependencies import CallerDep, SessionDep
 from server.routes.common import ERRORS, Limit
-from server.schemas import Page
+from world.schemas import Page, RegionOut
 from world.store.history import list_regions
 
 router = APIRouter(prefix="/regions", tags=["world"], responses=ERRORS)
@@ -22,17 +21,6 @@ RegionCursor = Annotated[
         description='next_cursor of the previous page ("rx,ry" of its last region)',
     ),
 ]
-
-
-# Kept beside its only route (server/schemas.py holds the shared bodies).
-class RegionOut(BaseModel):
-    rx: int
-    ry: int = Field(description="north is +ry, east is +rx")
-    kind: str = Field(description="village, farm, forest, mine, lake, market, …")
-    generated_tick: int = Field(description="tick at which it was first generated")
-    places: int
-    things: int = Field(description="things lying in its places (held things are not counted)")
-    avatars: int
 
 
 @router.get("", response_model=Page[RegionOut])

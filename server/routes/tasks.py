@@ -12,7 +12,7 @@ from server.dependencies import CallerDep, SessionDep
 from server.errors import NotFound
 from server.routes.common import ERRORS, Cursor, Limit
 from server.routes.forge import decision_out
-from server.schemas import Page, TaskDetail, TaskStats, TaskStatus, TaskWithDecisions
+from world.schemas import Page, TaskDetail, TaskStats, TaskStatus, TaskWithDecisions
 from world.store import records
 from world.store.models import TaskRow
 

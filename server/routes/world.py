@@ -18,8 +18,8 @@ from server import worlds
 from server.dependencies import CallerDep, RuntimeDep, SessionDep
 from server.routes.common import ERRORS, AtTick
 from server.runtime import Runtime
-from server.schemas import WorldInfo
 from world.contract import MAIN_WORLD
+from world.schemas import WorldInfo
 
 router = APIRouter(prefix="/v1/world", tags=["world"], responses=ERRORS)
 HashQuery = Annotated[

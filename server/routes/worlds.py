@@ -12,7 +12,8 @@ from server import worlds
 from server.dependencies import AdminDep, CallerDep, RuntimeDep, SessionDep, WorldPath
 from server.routes.common import ERRORS, AtTick, Limit
 from server.routes.world import HashQuery, world_info
-from server.schemas import (
+from world.contract import MAIN_WORLD
+from world.schemas import (
     ForkCreate,
     ForkDeleted,
     ForkOut,
@@ -21,7 +22,6 @@ from server.schemas import (
     WorldListed,
     WorldSize,
 )
-from world.contract import MAIN_WORLD
 
 router = APIRouter(prefix="/v1/worlds", tags=["worlds"], responses=ERRORS)
 

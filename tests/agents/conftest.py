@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.client import AgentCredentials, BigWorldClient
+from agents.client import BigWorldClient
 from agents.models.tiny import ModelSpec, init_model
+from world.schemas import AgentCreated
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not a package
 from live import LiveServer, live_server  # noqa: E402
@@ -45,22 +46,22 @@ def admin(server: LiveServer) -> Iterator[BigWorldClient]:
 
 
 @pytest.fixture
-def make_agent(admin: BigWorldClient) -> Callable[..., AgentCredentials]:
+def make_agent(admin: BigWorldClient) -> Callable[..., AgentCreated]:
     """Register a new agent of a role (default policy): its own avatar, no episode open."""
 
-    def make(role: str = "policy") -> AgentCredentials:
+    def make(role: str = "policy") -> AgentCreated:
         return admin.create_agent(f"{role}-{uuid.uuid4().hex[:8]}", role)
 
     return make
 
 
 @pytest.fixture
-def agent(make_agent: Callable[..., AgentCredentials]) -> AgentCredentials:
+def agent(make_agent: Callable[..., AgentCreated]) -> AgentCreated:
     return make_agent()
 
 
 @pytest.fixture
-def client(server: LiveServer, agent: AgentCredentials) -> Iterator[BigWorldClient]:
+def client(server: LiveServer, agent: AgentCreated) -> Iterator[BigWorldClient]:
     with BigWorldClient(server.url, agent.token) as policy:
         yield policy
 

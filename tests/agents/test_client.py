@@ -43,7 +43,7 @@ class FakeEpisodes:
 
     def __init__(self, drop: set[str] = frozenset()) -> None:
         self.drop = set(drop)
-        self.open: str | None = None
+        self.open: int | None = None
         self.steps: list[dict] = []
         self.applied: list[str] = []  # actions the world applied, in order
         self.begun = 0
@@ -57,7 +57,7 @@ class FakeEpisodes:
             if self.open is not None:
                 return error(409, "episode_open", "episode already open", {"episode_id": self.open})
             self.begun += 1
-            self.open = f"e{self.begun}"
+            self.open = 100 + self.begun
             return self._maybe_drop("begin", self._start())
         if request.method == "POST" and path.endswith("/steps"):
             return self._step(body)
@@ -307,10 +307,10 @@ def test_begin_retried_after_dropped_answer_returns_the_open_episode_not_a_secon
     server = FakeEpisodes(drop={"begin"})
     start = sync_client(server).begin_episode(family="pick_and_place")
     assert server.begun == 1
-    assert start.episode_id == "e1"
+    assert start.episode_id == 101
     assert start.task.family == "pick_and_place"
     assert start.observation == "You are in the kitchen."
-    assert start.admissible_actions == ("look",)
+    assert start.admissible_actions == ["look"]
     assert start.tick == 7
 
 
@@ -320,7 +320,7 @@ def test_begin_conflict_on_first_try_is_an_error():
     client.begin_episode()
     with pytest.raises(ConflictError) as caught:
         client.begin_episode()
-    assert caught.value.details == {"episode_id": "e1"}
+    assert caught.value.details == {"episode_id": 101}
     assert server.begun == 1
 
 
@@ -343,7 +343,9 @@ def test_create_agent_is_resent_after_a_refused_connection():
         calls.append(1)
         if len(calls) == 1:
             raise httpx.ConnectError("refused")
-        return httpx.Response(201, json={"id": 3, "token": "secret"})
+        return httpx.Response(
+            201, json={"id": 3, "name": "a", "role": "policy", "avatar_id": "a", "token": "secret"}
+        )
 
     credentials = sync_client(handler).create_agent("a", "policy")
     assert (credentials.id, credentials.token, credentials.role) == (3, "secret", "policy")
@@ -411,7 +413,7 @@ def test_async_client_retries_and_replays_like_the_sync_one():
             return start, await client.step(start.episode_id, 1, "look")
 
     start, result = asyncio.run(session())
-    assert start.episode_id == "e1"
+    assert start.episode_id == 101
     assert server.applied == ["look"]
     assert (result.step, result.observation) == (1, "obs 1")
 

@@ -15,9 +15,10 @@ from live import LiveServer
 
 from agents import commands, prompts
 from agents.backends import Generated, Sampling, TransformersModel
-from agents.client import AgentCredentials, BigWorldClient, Record
+from agents.client import BigWorldClient, Record
 from agents.policy_agent import PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
+from world.schemas import AgentCreated
 
 torch = pytest.importorskip("torch")
 
@@ -166,7 +167,7 @@ def test_a_live_server_stores_the_rank_judges_mode_and_temperature(
     model: TransformersModel,
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
 ) -> None:
     player = make_agent()
     with BigWorldClient(server.url, player.token) as client:

@@ -14,11 +14,12 @@ import pytest
 from live import live_server
 
 from agents.backends import Sampling, TransformersModel
-from agents.client import BigWorldClient, EpisodeStart, Id, StepResult, Task
+from agents.client import BigWorldClient, Id
 from agents.errors import ConflictError, ValidationError
 from agents.models.tiny import MANIFEST
 from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
+from world.schemas import EpisodeStarted, StepOut, TaskOut
 
 torch = pytest.importorskip("torch")
 VOTES = 3
@@ -198,9 +199,15 @@ class _Refused:
         self.stop = runner_stop
         self.abandoned: list[Id] = []
 
-    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStart:
-        task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
-        return EpisodeStart(7, task, "You are in the square 1.", ("look",), 0)
+    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStarted:
+        task = TaskOut(id="t", family="go_to", params={}, text="go to the kitchen 1")
+        return EpisodeStarted(
+            episode_id=7,
+            task=task,
+            observation="You are in the square 1.",
+            admissible_actions=["look"],
+            tick=0,
+        )
 
     def step(self, *_args: object, **_kwargs: object) -> None:
         self.stop[0].set()
@@ -227,13 +234,27 @@ class _Timed:
     def __init__(self) -> None:
         self.sent: list[float] = []
 
-    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStart:
-        task = Task(id="t", family="go_to", params={}, text="go to the kitchen 1")
-        return EpisodeStart(len(self.sent), task, "You are in the square 1.", ("look",), 0)
+    def begin_episode(self, family: str | None = None, task: object = None) -> EpisodeStarted:
+        task = TaskOut(id="t", family="go_to", params={}, text="go to the kitchen 1")
+        return EpisodeStarted(
+            episode_id=len(self.sent),
+            task=task,
+            observation="You are in the square 1.",
+            admissible_actions=["look"],
+            tick=0,
+        )
 
-    def step(self, _episode: Id, index: int, *_args: object, **_kwargs: object) -> StepResult:
+    def step(self, _episode: Id, index: int, *_args: object, **_kwargs: object) -> StepOut:
         self.sent.append(time.monotonic())
-        return StepResult(index, "You see nothing.", ("look",), index == 3, False, None, 1)
+        return StepOut(
+            step=index,
+            observation="You see nothing.",
+            admissible_actions=["look"],
+            done=index == 3,
+            success=False,
+            outcome=None,
+            tick=1,
+        )
 
 
 def test_a_paced_runner_keeps_its_step_interval_across_episodes() -> None:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from live import ROOT, LiveServer, readme_snippets
 
-from agents.client import AgentCredentials, BigWorldClient
+from agents.client import BigWorldClient
+from world.schemas import AgentCreated
 
 if importlib.util.find_spec("trl") is None or importlib.util.find_spec("openenv") is None:
     if os.environ.get("CI", "").lower() == "true":
@@ -62,7 +63,7 @@ def grpo(
 def test_grpo_trains_on_world_episodes_under_the_versions_it_published(
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     tiny_models: dict[str, Path],
     tmp_path: Path,
 ) -> None:
@@ -106,7 +107,7 @@ def test_grpo_trains_on_world_episodes_under_the_versions_it_published(
 
 
 def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
-    server: LiveServer, make_agent: Callable[..., AgentCredentials], tiny_models: dict[str, Path]
+    server: LiveServer, make_agent: Callable[..., AgentCreated], tiny_models: dict[str, Path]
 ) -> None:
     model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"])
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
@@ -135,7 +136,7 @@ def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
 def test_readme_trl_snippet_runs(
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     tmp_path: Path,
 ) -> None:
     (snippet,) = readme_snippets("TRL", "python")

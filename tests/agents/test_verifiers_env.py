@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 from live import LiveServer, free_port, readme_snippets
 
-from agents.client import AgentCredentials, BigWorldClient
+from agents.client import BigWorldClient
 from agents.prompts import TASK_LINE
+from world.schemas import AgentCreated
 
 if importlib.util.find_spec("verifiers") is None or importlib.util.find_spec("openenv") is None:
     if os.environ.get("CI", "").lower() == "true":
@@ -139,7 +140,7 @@ def traces(out: Path) -> list[dict[str, Any]]:
 def test_vf_eval_plays_bigworld_episodes_one_step_per_model_turn(
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     oracle_endpoint: Oracle,
     tmp_path: Path,
 ) -> None:
@@ -175,7 +176,7 @@ def test_vf_eval_plays_bigworld_episodes_one_step_per_model_turn(
 def test_reward_agents_votes_are_a_second_rubric_function(
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     oracle_endpoint: Oracle,
     tmp_path: Path,
 ) -> None:
@@ -233,7 +234,7 @@ def test_reward_agents_votes_are_a_second_rubric_function(
 def test_readme_verifiers_snippets_run(
     server: LiveServer,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     oracle_endpoint: Oracle,
 ) -> None:
     (command,) = readme_snippets("verifiers", "sh")

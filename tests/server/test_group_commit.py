@@ -23,9 +23,9 @@ from server.app import prepare_database
 from server.credentials import Caller
 from server.errors import ApiError, Conflict
 from server.runtime import Runtime
-from server.schemas import StepIn, StepOut
 from server.settings import Settings
 from world import engine
+from world.schemas import StepIn, StepOut
 from world.state import World
 from world.store import SqlBackend, StoreError, WorldRow, read_world
 from world.store.models import EventRow, StepRow

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from agents import cli
-from agents.client import AgentCredentials, BigWorldClient
+from agents.client import BigWorldClient
 from agents.policy_agent import Decision
 from agents.prompts import rank_completion
 from agents.train.config import TrainConfig
 from agents.train.exact import ExactGroups
 from agents.train.rewards import Rollout, group_rollouts, policy_advantages
 from agents.train.trainer import Trainer
+from world.schemas import AgentCreated
 
 G = 3
 
@@ -80,7 +81,7 @@ def oracle_first(server) -> Iterator[Callable[[str, int, str, Path], Oracle]]:
 
 
 def test_one_round_plays_one_task_from_one_state_and_leaves_no_fork(
-    server, admin: BigWorldClient, agent: AgentCredentials, tiny_models: dict[str, Path]
+    server, admin: BigWorldClient, agent: AgentCreated, tiny_models: dict[str, Path]
 ) -> None:
     exact = ExactGroups(server.url, server.admin_token, agent.token)
     forks_before, tick = fork_names(admin), admin.world()["tick"]
@@ -136,7 +137,7 @@ def exact_trainer(
 def test_a_mixed_exact_group_is_what_the_update_trains_on(
     server,
     admin: BigWorldClient,
-    make_agent: Callable[..., AgentCredentials],
+    make_agent: Callable[..., AgentCreated],
     models: dict[str, Path],
     oracle_first,
     tmp_path: Path,

@@ -1,5 +1,7 @@
-"""Every request and response body of the HTTP API as a pydantic model (so /openapi.json
-describes them all). Requests are strict: no type coercion, no unknown fields."""
+"""Every request and response body of the HTTP API (design §6) as a pydantic model, defined
+once: the server validates and documents with them (so /openapi.json describes them all), and
+the client (``agents.client``) parses its answers with them. Requests are strict: no type
+coercion, no unknown fields."""
 
 from __future__ import annotations
 
@@ -380,6 +382,17 @@ class PolicyOut(BaseModel):
     metrics: dict[str, Any]
     agent_id: int
     created_tick: int
+
+
+# -- regions -------------------------------------------------------------------------------
+class RegionOut(BaseModel):
+    rx: int
+    ry: int = Field(description="north is +ry, east is +rx")
+    kind: str = Field(description="village, farm, forest, mine, lake, market, …")
+    generated_tick: int = Field(description="tick at which it was first generated")
+    places: int
+    things: int = Field(description="things lying in its places (held things are not counted)")
+    avatars: int
 
 
 # -- history -------------------------------------------------------------------------------
