@@ -27,7 +27,7 @@ import email.utils
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ import httpx
 
 from agents.errors import ClientError, ConflictError, UnreachableError, error_for
 from world.contract import DEFAULT_SERVER, MAIN_WORLD, WORLD_PATHS
-from world.schemas import AgentCreated, EpisodeStarted, StepOut, TaskOut
+from world.schemas import AgentCreated, EpisodeStarted, StepOut, StepsOut, TaskOut
 
 T = TypeVar("T")
 Id = int | str
@@ -237,6 +237,21 @@ def _step_flow(
     return StepOut.model_validate(_expect(reply))
 
 
+def _steps_flow(steps: Sequence[Record]) -> Flow[list[StepOut | ClientError]]:
+    # Resent as a whole after a lost answer: each step is idempotent by its index, so the
+    # steps applied the first time are answered from the record.
+    reply = yield Request("POST", "/v1/steps", json=list(steps))
+    answers = StepsOut.model_validate(_expect(reply)).items
+    return [
+        answer.result
+        if answer.result is not None
+        else error_for(
+            answer.status, {"error": answer.error.model_dump() if answer.error else None}
+        )
+        for answer in answers
+    ]
+
+
 def _abandon_flow(episode_id: Id) -> Flow[Record]:
     reply = yield Request("POST", f"/v1/episodes/{episode_id}/abandon")
     if reply.status == 409 and reply.maybe_applied:
@@ -246,10 +261,9 @@ def _abandon_flow(episode_id: Id) -> Flow[Record]:
     return _expect(reply)
 
 
-def _create_agent_flow(name: str, role: str) -> Flow[AgentCreated]:
-    body = yield from _call(
-        Request("POST", "/v1/agents", json={"name": name, "role": role}, resendable=False)
-    )
+def _create_agent_flow(name: str, role: str, max_open_episodes: int | None) -> Flow[AgentCreated]:
+    asked = {"name": name, "role": role, **_given(max_open_episodes=max_open_episodes)}
+    body = yield from _call(Request("POST", "/v1/agents", json=asked, resendable=False))
     return AgentCreated.model_validate(body)
 
 
@@ -396,8 +410,12 @@ class BigWorldClient:
         the present's hash when asked, as it costs the server a read of the whole world."""
         return self.run(_call(_world_request(at_tick, state_hash)))
 
-    def create_agent(self, name: str, role: str) -> AgentCreated:
-        return self.run(_create_agent_flow(name, role))
+    def create_agent(
+        self, name: str, role: str, *, max_open_episodes: int | None = None
+    ) -> AgentCreated:
+        """Register an agent (admin); a policy agent may be let hold ``max_open_episodes``
+        open at once (the server's default: 1)."""
+        return self.run(_create_agent_flow(name, role, max_open_episodes))
 
     def revoke_agent(self, agent_id: Id) -> Record:
         """Refuse the agent's token from now on (admin); resending it changes nothing."""
@@ -412,6 +430,13 @@ class BigWorldClient:
 
     def step(self, episode_id: Id, step: int, action: str, record: Record | None = None) -> StepOut:
         return self.run(_step_flow(episode_id, step, action, record))
+
+    def step_many(self, steps: Sequence[Record]) -> list[StepOut | ClientError]:
+        """Up to 256 steps of this agent's open episodes in one request (``POST /v1/steps``),
+        each ``{episode_id, step, action, ...}`` as :meth:`step`'s body with its episode; the
+        answers in order: each step's result, or its own error (raised by nothing: the caller
+        reads it). A batch the server refuses whole (too many steps) raises."""
+        return self.run(_steps_flow(steps))
 
     def abandon(self, episode_id: Id) -> Record:
         return self.run(_abandon_flow(episode_id))
@@ -573,8 +598,10 @@ class AsyncBigWorldClient:
     async def world(self, at_tick: int | None = None, *, state_hash: bool = False) -> Record:
         return await self.run(_call(_world_request(at_tick, state_hash)))
 
-    async def create_agent(self, name: str, role: str) -> AgentCreated:
-        return await self.run(_create_agent_flow(name, role))
+    async def create_agent(
+        self, name: str, role: str, *, max_open_episodes: int | None = None
+    ) -> AgentCreated:
+        return await self.run(_create_agent_flow(name, role, max_open_episodes))
 
     async def revoke_agent(self, agent_id: Id) -> Record:
         return await self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))
@@ -588,6 +615,9 @@ class AsyncBigWorldClient:
         self, episode_id: Id, step: int, action: str, record: Record | None = None
     ) -> StepOut:
         return await self.run(_step_flow(episode_id, step, action, record))
+
+    async def step_many(self, steps: Sequence[Record]) -> list[StepOut | ClientError]:
+        return await self.run(_steps_flow(steps))
 
     async def abandon(self, episode_id: Id) -> Record:
         return await self.run(_abandon_flow(episode_id))

@@ -15,19 +15,38 @@ from sqlalchemy.orm import Session
 
 from server import records
 from server.auth import ADMIN_NAME, hash_token, new_token
-from server.errors import Conflict, NotFound
+from server.errors import Conflict, NotFound, Unprocessable
 from server.models import AgentRow
 from world.contract import ErrorCode
 from world.rules import Rules
+from world.schemas import MAX_OPEN_EPISODES
 from world.state import World
 from world.store import SqlBackend, WorldRow
 
 
 def register_agent(
-    session: Session, world_row: WorldRow, rules: Rules, name: str, role: str
+    session: Session,
+    world_row: WorldRow,
+    rules: Rules,
+    name: str,
+    role: str,
+    max_open_episodes: int = 1,
 ) -> tuple[AgentRow, str]:
     """Create agent ``name`` with ``role`` inside a world transaction (the caller holds the
-    world lock and commits); returns the row and its token (shown once)."""
+    world lock and commits); returns the row and its token (shown once). A policy agent may
+    hold ``max_open_episodes`` open at once; its first avatar joins now, the others when
+    their first episode begins (``server.episodes``)."""
+    if not 1 <= max_open_episodes <= MAX_OPEN_EPISODES:
+        raise Unprocessable(
+            f"expected max_open_episodes in [1, {MAX_OPEN_EPISODES}], got {max_open_episodes}",
+            code=ErrorCode.INVALID_VALUE,
+        )
+    if max_open_episodes != 1 and role != "policy":
+        raise Unprocessable(
+            f"expected max_open_episodes 1 for a {role} agent (only policy agents play "
+            f"episodes), got {max_open_episodes}",
+            code=ErrorCode.INVALID_VALUE,
+        )
     if records.agent_by_name(session=session, name=name) is not None:
         raise Conflict(f"an agent named {name!r} already exists", code=ErrorCode.AGENT_EXISTS)
     avatar_id = None
@@ -45,6 +64,7 @@ def register_agent(
         role=role,
         token_hash=hash_token(token),
         avatar_id=avatar_id,
+        max_open_episodes=max_open_episodes,
         now=time.time(),
     )
     return agent, token

@@ -91,7 +91,7 @@ def look_up(runtime: Runtime, digest: str, address: str) -> Caller:
     if agent is None or agent.revoked_at is not None:
         runtime.auth_failures.fail(address)
         raise _unauthorized("the bearer token is not valid", invalid=True)
-    caller = Caller(agent.id, agent.name, agent.role, agent.avatar_id)
+    caller = Caller(agent.id, agent.name, agent.role, agent.avatar_id, agent.max_open_episodes)
     runtime.callers.put(digest, caller)
     return caller
 

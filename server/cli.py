@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--role", required=True, choices=["admin", "policy", "reward", "trainer", "observer"]
     )
+    create.add_argument(
+        "--max-open-episodes",
+        type=int,
+        default=1,
+        help="policy agents: episodes it may hold open at once (default 1)",
+    )
     _db_options(create)
     create.set_defaults(run=_create_agent)
     agent_sub.add_parser(
@@ -299,7 +305,9 @@ def _create_agent(args: argparse.Namespace) -> int:
     runtime = Runtime.build(settings)
 
     def work(session: Session, world_row: WorldRow) -> tuple[AgentRow, str]:
-        made = register_agent(session, world_row, runtime.rules, args.name, args.role)
+        made = register_agent(
+            session, world_row, runtime.rules, args.name, args.role, args.max_open_episodes
+        )
         session.commit()
         return made
 

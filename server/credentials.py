@@ -24,6 +24,7 @@ class Caller:
     name: str
     role: str
     avatar_id: str | None
+    max_open_episodes: int = 1  # episodes it may hold open at once (policy agents)
 
 
 class CallerCache:

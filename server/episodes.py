@@ -15,17 +15,36 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from server import forge
 from server import records as server_records
 from server.credentials import Caller
-from server.errors import Conflict, Forbidden, NotFound, Unprocessable
+from server.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    Unprocessable,
+    own_error,
+)
 from server.runtime import Runtime
 from world import engine, episodes, families, oracle, tasks
 from world.contract import ErrorCode
 from world.errors import ActionError, TaskError, UnknownEntityError
-from world.schemas import EpisodeStarted, ExpertHint, StepIn, StepOut, TaskOut
+from world.schemas import (
+    BatchStepIn,
+    EpisodeStarted,
+    ErrorDetail,
+    ExpertHint,
+    StepAnswer,
+    StepIn,
+    StepOut,
+    StepsOut,
+    TaskOut,
+)
 from world.state import World
 from world.store import Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
@@ -55,9 +74,11 @@ def begin(
     family: str | None,
     spec: dict[str, Any] | None = None,
 ) -> EpisodeStarted:
-    """Open an episode for the caller's avatar: with the task ``task_id`` names, the task
-    ``spec`` (added to the pool as requested when new), or one drawn from the forge's pool."""
-    avatar = _avatar_of(caller)
+    """Open an episode for one of the caller's free avatars: with the task ``task_id`` names,
+    the task ``spec`` (added to the pool as requested when new), or one drawn from the forge's
+    pool. An agent at its ``max_open_episodes`` is refused: 409 ``episode_open`` naming the
+    episode when it may hold one, else 429 ``open_episode_limit`` with the limit."""
+    _avatar_of(caller)
     requested = _requested(task_id, spec)
     if family is not None and family not in families.FAMILIES:
         raise Unprocessable(
@@ -68,20 +89,11 @@ def begin(
 
     def work(session: Session, world_row: WorldRow) -> EpisodeStarted:
         world = World(runtime.backend(session, world_row), runtime.rules)
+        avatar = _free_avatar(runtime, session, world, caller, now)
         try:
             world.avatar(avatar)  # loaded once for the begin: it looks around next
-        except UnknownEntityError:  # a fork made before the agent was: placed as a newcomer
-            world.add_avatar(avatar, caller.name)
-        current = records.open_episode(session=session, avatar_id=avatar)
-        if current is not None and _idle(runtime, current, now):
-            _abandon(runtime, session, world, current, now)
-            current = None
-        if current is not None:
-            raise Conflict(
-                "this avatar already has an open episode",
-                code=ErrorCode.EPISODE_OPEN,
-                details={"episode_id": current.id},
-            )
+        except UnknownEntityError:  # a fork made before the agent was, or a further avatar
+            world.add_avatar(avatar, caller.name if avatar == caller.avatar_id else avatar)
         key, draw, length = None, "requested", None
         if task_id is not None:
             row = records.get_task(session=session, task_id=task_id)
@@ -141,6 +153,43 @@ def begin(
     return runtime.world_transaction(work)
 
 
+def avatars_of(caller: Caller) -> list[str]:
+    """The avatars a policy agent plays with, one per episode it may hold open: its own, then
+    ``NAME.2``, ``NAME.3``, ... (a name never holds a dot, so no agent's avatar is one of
+    these). Each joins the world when its first episode begins."""
+    first = _avatar_of(caller)
+    return [first, *(f"{first}.{k}" for k in range(2, caller.max_open_episodes + 1))]
+
+
+def _free_avatar(
+    runtime: Runtime, session: Session, world: World, caller: Caller, now: float
+) -> str:
+    """The first of the caller's avatars without an open episode (idle ones are abandoned
+    first); an agent at its limit is refused."""
+    current = []
+    for episode in records.open_episodes(session=session, agent_id=caller.id):
+        if _idle(runtime, episode, now):
+            _abandon(runtime, session, world, episode, now)
+        else:
+            current.append(episode)
+    limit = caller.max_open_episodes
+    if len(current) >= limit:
+        if limit == 1:
+            raise Conflict(
+                "this avatar already has an open episode",
+                code=ErrorCode.EPISODE_OPEN,
+                details={"episode_id": current[0].id},
+            )
+        raise RateLimited(
+            f"expected at most {limit} open episodes for this agent, got a begin with "
+            f"{len(current)} open; end one, or ask an admin for a higher limit",
+            code=ErrorCode.OPEN_EPISODE_LIMIT,
+            details={"limit": limit, "open": len(current)},
+        )
+    busy = {episode.avatar_id for episode in current}
+    return next(avatar for avatar in avatars_of(caller) if avatar not in busy)
+
+
 def _requested(task_id: str | None, spec: dict[str, Any] | None) -> tasks.Task | None:
     """The task a begin's ``task`` spec describes (a 422 when invalid or given with an id)."""
     if spec is None:
@@ -170,6 +219,52 @@ async def step_async(runtime: Runtime, caller: Caller, episode_id: int, body: St
     )
     runtime.metrics.step(time.perf_counter() - started)
     return out
+
+
+async def steps_async(runtime: Runtime, caller: Caller, items: list[Any]) -> StepsOut:
+    """A batch of steps, of any of the caller's episodes, as one submission to the writer (one
+    commit where the store allows): each step is its own transaction, applied or answered
+    from the record exactly as :func:`step` would, and answered in its place with its result
+    or its own error (a malformed one with 422 ``validation_error``). A failure that is not a
+    step's own (the database unavailable) fails the batch as a whole; resending it is safe,
+    as every step is idempotent by its index."""
+    started = time.perf_counter()
+    answers: list[StepAnswer | None] = [None] * len(items)
+    works, placed = [], []
+    for i, item in enumerate(items):
+        try:
+            body = BatchStepIn.model_validate(item)
+        except ValidationError as exc:
+            details = [
+                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+            ]
+            answers[i] = _answer(
+                Unprocessable(
+                    "the step does not match the schema",
+                    code=ErrorCode.VALIDATION_ERROR,
+                    details=details,
+                )
+            )
+            continue
+        works.append(_step_transaction(runtime, caller, body.episode_id, body))
+        placed.append(i)
+    results = await runtime.world_transactions_async(works) if works else []
+    elapsed = time.perf_counter() - started
+    for i, result in zip(placed, results, strict=True):
+        if isinstance(result, BaseException):
+            refused = own_error(result)
+            if refused is None:
+                raise result
+            answers[i] = _answer(refused)
+        else:
+            answers[i] = StepAnswer(status=200, result=result)
+            runtime.metrics.step(elapsed)
+    return StepsOut(items=[answer for answer in answers if answer is not None])
+
+
+def _answer(refused: ApiError) -> StepAnswer:
+    error = ErrorDetail(code=refused.code, message=refused.message, details=refused.details)
+    return StepAnswer(status=refused.status, error=error)
 
 
 def _step_transaction(
@@ -248,8 +343,9 @@ def _step_transaction(
         return out
 
     # A step locks what its avatar can reach (PostgreSQL); planning the distance after it may
-    # read anywhere, so that takes the world.
-    avatar = caller.avatar_id
+    # read anywhere, so that takes the world, and so does a step of an agent with several
+    # avatars, whose episode's avatar is not known before the episode is read.
+    avatar = caller.avatar_id if caller.max_open_episodes == 1 else None
     scope = None if runtime.settings.record_distance or avatar is None else Scope(avatar)
     return work, scope
 

@@ -83,6 +83,21 @@ _CODES = {  # the code of an error that names none, by its status
 }
 
 
+def own_error(exc: BaseException) -> ApiError | None:
+    """``exc`` as the request's own error (the one its answer names), or None for a failure
+    that is not the request's: the database or the world unavailable, or a fault. A batch
+    answers each item's own error in its place and fails whole on any other."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, IntegrityError):
+        return Conflict("the request conflicts with what is stored")
+    if isinstance(exc, DataError):  # e.g. a NUL character, which PostgreSQL text cannot hold
+        return Unprocessable(
+            "a value in the request cannot be stored or compared", code=ErrorCode.INVALID_VALUE
+        )
+    return None
+
+
 def error_body(
     status: int, message: str, *, code: ErrorCode | None = None, details: Any = None
 ) -> dict[str, Any]:
@@ -110,7 +125,11 @@ def error_response(
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+    @app.exception_handler(IntegrityError)
+    @app.exception_handler(DataError)
+    async def _own(_: Request, raised: Exception) -> JSONResponse:
+        exc = own_error(raised)
+        assert exc is not None  # every exception this handles is the request's own
         return error_response(
             exc.status, exc.message, code=exc.code, details=exc.details, headers=exc.headers
         )
@@ -142,19 +161,6 @@ def install_error_handlers(app: FastAPI) -> None:
             "the request does not match the schema",
             code=ErrorCode.VALIDATION_ERROR,
             details=errors,
-        )
-
-    @app.exception_handler(IntegrityError)
-    async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
-        return error_response(
-            409, "the request conflicts with what is stored", code=ErrorCode.CONFLICT
-        )
-
-    @app.exception_handler(DataError)
-    async def _data(_: Request, exc: DataError) -> JSONResponse:
-        # e.g. a NUL character in a query string, which PostgreSQL text cannot hold
-        return error_response(
-            422, "a value in the request cannot be stored or compared", code=ErrorCode.INVALID_VALUE
         )
 
     @app.exception_handler(OperationalError)

@@ -37,6 +37,9 @@ class AgentRow(Base):
     role: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     avatar_id: Mapped[str | None] = mapped_column(String(64))
+    # episodes a policy agent may hold open at once, each with an avatar of its own (the first
+    # is avatar_id, the others avatar_id.2, avatar_id.3, ...: server.episodes)
+    max_open_episodes: Mapped[int] = mapped_column(Integer, server_default="1")
     created_at: Mapped[float] = mapped_column(Float)  # unix seconds (server clock, not world)
     # unix seconds when an admin revoked the token (DELETE /v1/agents/{id}); null while valid
     revoked_at: Mapped[float | None] = mapped_column(Float)

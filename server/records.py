@@ -22,10 +22,22 @@ from world.store.records import Page, id_chunks, page
 
 # -- agents --------------------------------------------------------------------------------
 def add_agent(
-    *, session: Session, name: str, role: str, token_hash: str, avatar_id: str | None, now: float
+    *,
+    session: Session,
+    name: str,
+    role: str,
+    token_hash: str,
+    avatar_id: str | None,
+    now: float,
+    max_open_episodes: int = 1,
 ) -> AgentRow:
     agent = AgentRow(
-        name=name, role=role, token_hash=token_hash, avatar_id=avatar_id, created_at=now
+        name=name,
+        role=role,
+        token_hash=token_hash,
+        avatar_id=avatar_id,
+        max_open_episodes=max_open_episodes,
+        created_at=now,
     )
     session.add(agent)
     session.flush()

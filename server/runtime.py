@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -184,6 +184,18 @@ class Runtime:
         """:meth:`world_transaction` for the event loop: it waits for the commit without
         holding a thread (the hot routes, whose every trip through the thread pool shows)."""
         return await asyncio.wrap_future(self.writer.submit(self._within_parents(work), scope))
+
+    async def world_transactions_async(
+        self, works: Sequence[tuple[Work[Any], Scope | None]]
+    ) -> list[Any | BaseException]:
+        """Several world transactions submitted together (``Writer.submit_many``: one batch,
+        one commit), each its own: the value of each, or the exception it raised, in order."""
+        futures = self.writer.submit_many(
+            [(self._within_parents(work), scope) for work, scope in works]
+        )
+        return await asyncio.gather(
+            *(asyncio.wrap_future(future) for future in futures), return_exceptions=True
+        )
 
     def _within_parents(self, work: Work[T]) -> Work[T]:
         if not self.lineage:

@@ -45,6 +45,7 @@ class ErrorCode(StrEnum):
     INVALID_TASK = "invalid_task"
     TASK_AND_TASK_ID = "task_and_task_id"
     EPISODE_OPEN = "episode_open"
+    OPEN_EPISODE_LIMIT = "open_episode_limit"
     EPISODE_ENDED = "episode_ended"
     INVALID_ACTION = "invalid_action"
     STEP_OUT_OF_ORDER = "step_out_of_order"
@@ -87,6 +88,7 @@ WORLD_NAME = r"^[a-z][a-z0-9-]{0,31}$"  # a world's name: main's, or a fork's
 WORLD_PATHS = (
     "/v1/world",
     "/v1/episodes",
+    "/v1/steps",
     "/v1/events",
     "/v1/things",
     "/v1/places",

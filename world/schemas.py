@@ -16,6 +16,8 @@ MAX_ACTION_CHARS = 512  # same limit as world.actions; longer is a 422 before th
 MAX_PROMPT_CHARS = 48 * 1024  # a step body stays under the 64 KiB request limit
 MAX_COMPLETION_CHARS = 8 * 1024
 MAX_COMPLETION_TOKENS = 1024  # ids of a longer answer are not sent (the body stays < 64 KiB)
+MAX_OPEN_EPISODES = 4096  # the most episodes an admin may let one policy agent hold open at once
+MAX_BATCH_STEPS = 256  # steps in one POST /v1/steps
 Role = Literal["admin", "policy", "reward", "trainer", "observer"]
 Status = Literal["open", "succeeded", "failed", "abandoned"]
 # How a model chose: ranking the candidates (scores of each after the prompt) or generating text.
@@ -106,6 +108,14 @@ class AgentCreate(Request):
         pattern=r"^[a-z][a-z0-9_-]{0,31}$", description="lowercase; also the avatar's name"
     )
     role: Role
+    max_open_episodes: int = Field(
+        1,
+        ge=1,
+        le=MAX_OPEN_EPISODES,
+        description="policy agents: episodes it may hold open at once, each played by an avatar "
+        "of its own (the first is named like the agent, the others NAME.2, NAME.3, ...); one "
+        "more begin is refused with 429 open_episode_limit (409 episode_open at 1)",
+    )
 
 
 class AgentCreated(BaseModel):
@@ -113,6 +123,7 @@ class AgentCreated(BaseModel):
     name: str
     role: Role
     avatar_id: str | None
+    max_open_episodes: int
     token: str = Field(description="shown only this once; stored hashed")
 
 
@@ -295,6 +306,25 @@ class StepRecord(StepOut):
     temperature: float | None
     completion_ids: list[int] | None
     distance: int | None = Field(description="oracle plan length after the step, when recorded")
+
+
+class BatchStepIn(StepIn):
+    """One step of a batch (``POST /v1/steps``): a step body and the episode it is of."""
+
+    episode_id: int = Field(ge=1, lt=2**63, description="the episode this step is of")
+
+
+class StepAnswer(BaseModel):
+    """One step's answer in a batch: the status it would have had alone, and its result (200)
+    or its error (any other status)."""
+
+    status: int = Field(description="200, or the status of the step's error")
+    result: StepOut | None = None
+    error: ErrorDetail | None = None
+
+
+class StepsOut(BaseModel):
+    items: list[StepAnswer] = Field(description="one answer per step sent, in the order sent")
 
 
 class JudgmentIn(Request):

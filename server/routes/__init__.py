@@ -15,6 +15,7 @@ from server.routes import (
     metrics,
     policies,
     regions,
+    steps,
     tasks,
     world,
     worlds,
@@ -34,6 +35,7 @@ ROUTERS = [
 ]
 WORLD_ROUTERS = [
     episodes.router,
+    steps.router,
     events.router,
     entities.router,
     tasks.router,

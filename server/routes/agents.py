@@ -20,13 +20,20 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
 @router.post("", response_model=AgentCreated, status_code=status.HTTP_201_CREATED)
 def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> AgentCreated:
     def work(session: Session, world_row: WorldRow) -> tuple[AgentRow, str]:
-        made = register_agent(session, world_row, runtime.rules, body.name, body.role)
+        made = register_agent(
+            session, world_row, runtime.rules, body.name, body.role, body.max_open_episodes
+        )
         session.commit()
         return made
 
     agent, token = runtime.world_transaction(work)
     return AgentCreated(
-        id=agent.id, name=agent.name, role=body.role, avatar_id=agent.avatar_id, token=token
+        id=agent.id,
+        name=agent.name,
+        role=body.role,
+        avatar_id=agent.avatar_id,
+        max_open_episodes=agent.max_open_episodes,
+        token=token,
     )
 
 

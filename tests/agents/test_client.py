@@ -344,7 +344,15 @@ def test_create_agent_is_resent_after_a_refused_connection():
         if len(calls) == 1:
             raise httpx.ConnectError("refused")
         return httpx.Response(
-            201, json={"id": 3, "name": "a", "role": "policy", "avatar_id": "a", "token": "secret"}
+            201,
+            json={
+                "id": 3,
+                "name": "a",
+                "role": "policy",
+                "avatar_id": "a",
+                "max_open_episodes": 1,
+                "token": "secret",
+            },
         )
 
     credentials = sync_client(handler).create_agent("a", "policy")

@@ -138,10 +138,11 @@ class Api:
         self.server = server
         self.http = server.client(token)
 
-    def agent(self, name: str, role: str = "policy") -> Api:
-        reply = Api(self.server, ADMIN_TOKEN).http.post(
-            "/v1/agents", json={"name": name, "role": role}
-        )
+    def agent(self, name: str, role: str = "policy", max_open_episodes: int = 1) -> Api:
+        asked = {"name": name, "role": role}
+        if max_open_episodes != 1:
+            asked["max_open_episodes"] = max_open_episodes
+        reply = Api(self.server, ADMIN_TOKEN).http.post("/v1/agents", json=asked)
         assert reply.status_code == 201, reply.text
         body = reply.json()
         api = Api(self.server, body["token"])

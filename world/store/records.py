@@ -158,10 +158,15 @@ def get_episode(*, session: Session, episode_id: int) -> EpisodeRow | None:
     return session.get(EpisodeRow, episode_id)
 
 
-def open_episode(*, session: Session, avatar_id: str) -> EpisodeRow | None:
-    return session.scalars(
-        select(EpisodeRow).where(EpisodeRow.avatar_id == avatar_id, EpisodeRow.status == "open")
-    ).first()
+def open_episodes(*, session: Session, agent_id: int) -> list[EpisodeRow]:
+    """The agent's open episodes, oldest first."""
+    return list(
+        session.scalars(
+            select(EpisodeRow)
+            .where(EpisodeRow.agent_id == agent_id, EpisodeRow.status == "open")
+            .order_by(EpisodeRow.id)
+        )
+    )
 
 
 def idle_episodes(*, session: Session, before: float) -> list[EpisodeRow]:

@@ -32,7 +32,7 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -93,7 +93,7 @@ class Writer:
         self._on_commit = on_commit
         self._on_wait = on_wait
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -108,9 +108,18 @@ class Writer:
         durable (or has failed). For a caller that must not block its thread (an event loop
         awaits it through ``asyncio.wrap_future``). Cancelled before the writer takes it into
         a batch, the transaction never runs; once taken, it can no longer be cancelled."""
+        (done,) = self.submit_many([(work, scope)])
+        return done
+
+    def submit_many(self, works: Sequence[tuple[Work[Any], pg.Scope | None]]) -> list[Future[Any]]:
+        """Several transactions at once, taken into one batch together (whatever the batch's
+        usual size) and run in the order given: one commit for all of them, unless a job is
+        carried (PostgreSQL, a region lock taken) or the batch fails. Each is its own
+        transaction still: one that raises drops only its own work. A future per work, in
+        order, as :meth:`submit` answers."""
         if threading.current_thread() is self._thread:
             raise StoreError("expected one world transaction at a time, got one inside another")
-        job = _Job(work, scope)
+        jobs = [_Job(work, scope) for work, scope in works]
         with self._start:
             if self._closed:
                 raise StoreError("expected an open writer, got one that was closed")
@@ -119,11 +128,11 @@ class Writer:
                     target=self._serve, name="bigworld-writer", daemon=True
                 )
                 self._thread.start()
-            self._queue.put(job)
-        return job.done
+            self._queue.put(jobs)
+        return [job.done for job in jobs]
 
     def pending(self) -> int:
-        """Transactions submitted and not yet taken into a batch."""
+        """Submissions (a transaction, or a group of them) not yet taken into a batch."""
         return self._queue.qsize()
 
     def close(self, timeout: float = 30.0) -> None:
@@ -144,15 +153,15 @@ class Writer:
                 first = self._queue.get()
                 if first is None:
                     return
-                taken.append(first)
+                taken.extend(first)
             while (
                 not stop and len(carried) + len(taken) < self._max_batch and not self._queue.empty()
             ):
-                job = self._queue.get()
-                if job is None:
+                jobs = self._queue.get()
+                if jobs is None:
                     stop = True
                     break
-                taken.append(job)
+                taken.extend(jobs)  # a group submitted together stays together
             # A job cancelled while queued is dropped; the others can no longer be cancelled.
             batch = carried + [job for job in taken if job.done.set_running_or_notify_cancel()]
             carried = self._commit(batch) if batch else []
