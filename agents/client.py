@@ -35,7 +35,7 @@ import httpx
 
 from agents.errors import ClientError, ConflictError, UnreachableError, error_for
 from world.contract import DEFAULT_SERVER, MAIN_WORLD, WORLD_PATHS
-from world.schemas import AgentCreated, EpisodeStarted, StepOut, StepsOut, TaskOut
+from world.schemas import AgentCreated, AgentInfo, EpisodeStarted, StepOut, StepsOut, TaskOut
 
 T = TypeVar("T")
 Id = int | str
@@ -267,6 +267,11 @@ def _create_agent_flow(name: str, role: str, max_open_episodes: int | None) -> F
     return AgentCreated.model_validate(body)
 
 
+def _me_flow() -> Flow[AgentInfo]:
+    body = yield from _call(Request("GET", "/v1/agents/me"))
+    return AgentInfo.model_validate(body)
+
+
 def _judgments_flow(episode_id: Id, judgments: list[Record]) -> Flow[Any]:
     return _call(
         Request("POST", f"/v1/episodes/{episode_id}/judgments", json=judgments, resendable=False)
@@ -416,6 +421,10 @@ class BigWorldClient:
         """Register an agent (admin); a policy agent may be let hold ``max_open_episodes``
         open at once (the server's default: 1)."""
         return self.run(_create_agent_flow(name, role, max_open_episodes))
+
+    def me(self) -> AgentInfo:
+        """The agent this client's token is (its id, role, avatar, open-episode limit)."""
+        return self.run(_me_flow())
 
     def revoke_agent(self, agent_id: Id) -> Record:
         """Refuse the agent's token from now on (admin); resending it changes nothing."""
@@ -602,6 +611,9 @@ class AsyncBigWorldClient:
         self, name: str, role: str, *, max_open_episodes: int | None = None
     ) -> AgentCreated:
         return await self.run(_create_agent_flow(name, role, max_open_episodes))
+
+    async def me(self) -> AgentInfo:
+        return await self.run(_me_flow())
 
     async def revoke_agent(self, agent_id: Id) -> Record:
         return await self.run(_call(Request("DELETE", f"/v1/agents/{agent_id}")))

@@ -93,6 +93,13 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="at least this many seconds from one step's request to the next (policy; a steady "
         "pace, e.g. for a soak at a constant load; default 0: as fast as it can)",
     )
+    run.add_argument(
+        "--at-once",
+        type=at_least(1),
+        help="play up to this many episodes at once as this one agent, each turn's steps sent "
+        "in one batch (policy; the agent's max_open_episodes, set by an admin, caps it; "
+        "default: one at a time)",
+    )
     run.add_argument("--seconds", type=at_least(0, float), help="stop after this long")
     run.add_argument(
         "--poll", type=at_least(0, float), default=5.0, help="seconds between version checks"
@@ -164,6 +171,8 @@ def build_runner(args: argparse.Namespace) -> Any:
             max_episodes=args.episodes,
             step_interval_s=args.step_interval,
         )
+        if args.at_once:
+            return policy_agent.FleetRunner(client, policy, config, args.at_once)
         return policy_agent.PolicyRunner(client, policy, config)
     judge: Any
     if args.backend == "heuristic":

@@ -39,7 +39,7 @@ from agents.prompts import (
     rank_completion,
 )
 from agents.versions import VersionWatcher
-from world.schemas import EpisodeStarted
+from world.schemas import MAX_BATCH_STEPS, EpisodeStarted
 
 log = logging.getLogger("bigworld.policy")
 T = TypeVar("T")
@@ -377,21 +377,7 @@ class PolicyRunner:
             decision = self.policy.decide(start.episode_id, prompt, admissible)
             self.stats.model_s += time.perf_counter() - thinking
             index += 1
-            record = {
-                "policy_version": self.policy.version,
-                "prompt": decision.prompt,
-                "completion": decision.completion,
-                "parse_failed": decision.parse_failed,
-                # how the model chose, so that the trainer scores the distribution that sampled
-                **(
-                    {"mode": decision.mode, "temperature": decision.temperature}
-                    if decision.mode
-                    else {}
-                ),
-                **sent_ids(decision.completion_ids),
-            }
-            self.stats.parse_failures += decision.parse_failed
-            self.stats.versions.add(self.policy.version)
+            record = self._record(decision)
             if self._pace():
                 continue  # stopped while waiting: abandoned at the top of the loop
             try:
@@ -414,6 +400,25 @@ class PolicyRunner:
                 self.stats.episodes += 1
                 self.stats.successes += bool(result.success)
                 return {"episode_id": start.episode_id, "success": result.success, "steps": index}
+
+    def _record(self, decision: Decision) -> Record:
+        """What a step sends besides its index and action (the trainer reads it back), counted
+        in the stats."""
+        self.stats.parse_failures += decision.parse_failed
+        self.stats.versions.add(self.policy.version)
+        return {
+            "policy_version": self.policy.version,
+            "prompt": decision.prompt,
+            "completion": decision.completion,
+            "parse_failed": decision.parse_failed,
+            # how the model chose, so that the trainer scores the distribution that sampled
+            **(
+                {"mode": decision.mode, "temperature": decision.temperature}
+                if decision.mode
+                else {}
+            ),
+            **sent_ids(decision.completion_ids),
+        }
 
     def _pace(self) -> bool:
         """Wait until ``step_interval_s`` has passed since the last step's request; True when
@@ -453,3 +458,114 @@ class PolicyRunner:
             with contextlib.suppress(ClientError):
                 self._abandon(self.open_episode)
         return self.stats
+
+
+@dataclass
+class _Playing:
+    """One open episode of a :class:`FleetRunner`, as far as it has been played."""
+
+    start: EpisodeStarted
+    index: int  # steps taken
+    history: list[Turn]
+    observation: str
+    admissible: list[str]
+
+
+class FleetRunner(PolicyRunner):
+    """Plays many episodes at once as one policy agent: as many as the agent may hold open
+    (``max_open_episodes``, which an admin sets), or ``at_once`` if fewer. Each turn it asks
+    the policy for every open episode's next action and sends them all in one
+    ``POST /v1/steps``; an episode that ends is replaced by a new one. It takes up the agent's
+    open episodes when it starts (after a crash) and abandons them when stopped."""
+
+    def __init__(
+        self,
+        client: BigWorldClient,
+        policy: Policy,
+        config: RunnerConfig | None = None,
+        at_once: int | None = None,
+    ) -> None:
+        super().__init__(client, policy, config)
+        self.at_once = at_once
+        self.playing: dict[Id, _Playing] = {}
+
+    def run(self) -> RunnerStats:
+        me = self._patiently(self.client.me)
+        size = min(me.max_open_episodes, self.at_once or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
+        for episode in self._patiently(
+            lambda: list(self.client.episodes(agent=me.id, status="open"))
+        ):
+            start, steps = self._patiently(partial(self.client.resume, episode["id"]))
+            history = [Turn(s["action"], s["observation"]) for s in steps]
+            self.playing[start.episode_id] = _Playing(
+                start, len(steps), history, start.observation, start.admissible_actions
+            )
+        try:
+            while not self.stop.is_set():
+                self._fill(size)
+                if not self.playing or self._pace():
+                    break
+                self._turn()
+        except (AuthenticationError, ForbiddenError):
+            raise  # a token revoked or of the wrong role: no retry will change that
+        finally:
+            for episode_id in list(self.playing):
+                with contextlib.suppress(ClientError):
+                    self._abandon(episode_id)
+                self.playing.pop(episode_id, None)
+        return self.stats
+
+    def _fill(self, size: int) -> None:
+        """Begin episodes until ``size`` are open, or as many as ``max_episodes`` leaves."""
+        cap = self.config.max_episodes
+        while len(self.playing) < size and (
+            cap is None or self.stats.episodes + len(self.playing) < cap
+        ):
+            try:
+                start, index, history = self._patiently(self._begin)
+            except ClientError as exc:
+                if exc.code != "open_episode_limit":
+                    raise
+                log.warning("the agent holds its limit of open episodes elsewhere: %s", exc)
+                return
+            self.playing[start.episode_id] = _Playing(
+                start, index, history, start.observation, start.admissible_actions
+            )
+
+    def _turn(self) -> None:
+        """A step of every open episode, sent as one batch."""
+        if self.watcher is not None:
+            self.stats.reloads += self.watcher.check()
+        steps = []
+        thinking = time.perf_counter()
+        for episode_id, playing in self.playing.items():
+            prompt = policy_prompt(
+                playing.start.task.text, playing.history, playing.observation, playing.admissible
+            )
+            decision = self.policy.decide(episode_id, prompt, playing.admissible)
+            playing.index += 1
+            steps.append(
+                {
+                    **self._record(decision),
+                    "episode_id": episode_id,
+                    "step": playing.index,
+                    "action": decision.action,
+                }
+            )
+        self.stats.model_s += time.perf_counter() - thinking
+        sending = time.perf_counter()
+        answers = self._patiently(partial(self.client.step_many, steps))
+        self.stats.server_s += time.perf_counter() - sending
+        for sent, answer in zip(steps, answers, strict=True):
+            playing = self.playing[sent["episode_id"]]
+            if isinstance(answer, ClientError):  # ended under us (idle timeout), or refused
+                log.warning("episode %s step refused: %s", sent["episode_id"], answer)
+                del self.playing[sent["episode_id"]]
+                continue
+            self.stats.steps += 1
+            playing.history.append(Turn(sent["action"], answer.observation))
+            playing.observation, playing.admissible = answer.observation, answer.admissible_actions
+            if answer.done:
+                del self.playing[sent["episode_id"]]
+                self.stats.episodes += 1
+                self.stats.successes += bool(answer.success)

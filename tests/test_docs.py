@@ -174,6 +174,7 @@ def test_the_client_s_world_paths_are_the_routes_of_one_world(app: FastAPI) -> N
 # The client's typed calls and the routes that answer them.
 TYPED_CALLS = {
     "create_agent": ("POST", "/v1/agents"),
+    "me": ("GET", "/v1/agents/me"),
     "begin_episode": ("POST", "/v1/episodes"),
     "step": ("POST", "/v1/episodes/{episode_id}/steps"),
 }

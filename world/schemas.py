@@ -127,6 +127,16 @@ class AgentCreated(BaseModel):
     token: str = Field(description="shown only this once; stored hashed")
 
 
+class AgentInfo(BaseModel):
+    """The agent a token is (``GET /v1/agents/me``)."""
+
+    id: int
+    name: str
+    role: Role
+    avatar_id: str | None
+    max_open_episodes: int
+
+
 class AgentRevoked(BaseModel):
     id: int
     name: str

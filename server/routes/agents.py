@@ -1,4 +1,5 @@
-"""Agents: the admin registers one (a policy agent gets its avatar too) or revokes its token."""
+"""Agents: the admin registers one (a policy agent gets its avatar too) or revokes its token;
+any agent asks who its token is."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from fastapi import APIRouter, status
 from sqlalchemy.orm import Session
 
 from server.accounts import register_agent, revoke_agent
-from server.dependencies import AdminDep, RuntimeDep
+from server.dependencies import AdminDep, CallerDep, RuntimeDep
 from server.models import AgentRow
 from server.routes.common import ERRORS, IdPath
-from world.schemas import AgentCreate, AgentCreated, AgentRevoked
+from world.schemas import AgentCreate, AgentCreated, AgentInfo, AgentRevoked
 from world.store import WorldRow
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERRORS)
@@ -34,6 +35,19 @@ def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> Ag
         avatar_id=agent.avatar_id,
         max_open_episodes=agent.max_open_episodes,
         token=token,
+    )
+
+
+@router.get("/me", response_model=AgentInfo)
+def me(caller: CallerDep) -> AgentInfo:
+    """The agent this token is: its id (the episodes' ``agent`` filter), role, avatar and how
+    many episodes it may hold open at once."""
+    return AgentInfo(
+        id=caller.id,
+        name=caller.name,
+        role=caller.role,
+        avatar_id=caller.avatar_id,
+        max_open_episodes=caller.max_open_episodes,
     )
 
 

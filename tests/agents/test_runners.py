@@ -17,7 +17,13 @@ from agents.backends import Sampling, TransformersModel
 from agents.client import BigWorldClient, Id
 from agents.errors import ConflictError, ValidationError
 from agents.models.tiny import MANIFEST
-from agents.policy_agent import ModelPolicy, PolicyRunner, RandomPolicy, RunnerConfig
+from agents.policy_agent import (
+    FleetRunner,
+    ModelPolicy,
+    PolicyRunner,
+    RandomPolicy,
+    RunnerConfig,
+)
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner
 from world.schemas import EpisodeStarted, StepOut, TaskOut
 
@@ -311,3 +317,29 @@ def test_runners_stop_when_their_token_is_revoked(tmp_path: Path) -> None:
             thread.join(timeout=30)  # within the server's auth cache bound, not forever
         assert not any(t.is_alive() for t in threads)
         assert sorted(type(f).__name__ for f in failures) == ["AuthenticationError"] * 2
+
+
+def test_a_fleet_runner_plays_many_episodes_at_once_with_one_token(
+    server, admin: BigWorldClient
+) -> None:
+    """One agent holding four open episodes plays ten, stepping them in batches; the two it
+    had open when it started (a crashed runner's) are among them, and none is left open."""
+    fleet = admin.create_agent(
+        f"fleet-{time.monotonic_ns() % 10**6}", "policy", max_open_episodes=4
+    )
+    with BigWorldClient(server.url, fleet.token) as client:
+        left = [client.begin_episode().episode_id for _ in range(2)]
+        client.step(left[0], 1, "look")
+        runner = FleetRunner(client, RandomPolicy(3), RunnerConfig(max_episodes=10))
+        stats = runner.run()
+        played = list(client.episodes(agent=fleet.id))
+        steps = [s for e in played for s in client.episode(e["id"])["steps"]]
+    assert stats.episodes == 10
+    assert {e["status"] for e in played} <= {"succeeded", "failed"}  # none open, none abandoned
+    assert set(left) <= {e["id"] for e in played}
+    assert {e["avatar_id"] for e in played} == {
+        fleet.name,
+        *(f"{fleet.name}.{k}" for k in (2, 3, 4)),
+    }
+    assert len(steps) == stats.steps + 1  # and the step taken before the runner started
+    assert sum(s["policy_version"] is None for s in steps) == 1
