@@ -442,9 +442,9 @@ class BigWorldClient:
 
     def step_many(self, steps: Sequence[Record]) -> list[StepOut | ClientError]:
         """Up to 256 steps of this agent's open episodes in one request (``POST /v1/steps``),
-        each ``{episode_id, step, action, ...}`` as :meth:`step`'s body with its episode; the
-        answers in order: each step's result, or its own error (raised by nothing: the caller
-        reads it). A batch the server refuses whole (too many steps) raises."""
+        each ``{episode_id, step, action, ...}`` as :meth:`step`'s body with its episode. The
+        answers, in order: each step's result, or the error it was refused with, returned
+        rather than raised. A batch the server refuses whole (too many steps) raises."""
         return self.run(_steps_flow(steps))
 
     def abandon(self, episode_id: Id) -> Record:
