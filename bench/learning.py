@@ -475,6 +475,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 group_by=group_by or args.group_by,
                 min_samples=args.min_samples,
                 max_samples=args.max_samples,
+                lam=args.lam,
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
@@ -677,6 +678,9 @@ def main() -> int:
     )
     parser.add_argument("--bc-lr", type=float, default=1e-3)
     parser.add_argument("--lr", type=float, default=TrainConfig.lr, help="RL learning rate")
+    parser.add_argument(
+        "--lam", type=float, default=TrainConfig.lam, help="λ: the step votes' weight (voted arms)"
+    )
     parser.add_argument(
         "--group-by",
         choices=GROUP_KEYS,
