@@ -39,6 +39,7 @@ from agents.prompts import (
     rank_completion,
 )
 from agents.versions import VersionWatcher
+from world.contract import ErrorCode
 from world.schemas import MAX_BATCH_STEPS, EpisodeStarted
 
 log = logging.getLogger("bigworld.policy")
@@ -462,13 +463,16 @@ class PolicyRunner:
 
 @dataclass
 class _Playing:
-    """One open episode of a :class:`FleetRunner`, as far as it has been played."""
+    """One open episode of a :class:`FleetRunner`, as far as it has been played: its steps
+    taken (``history``) and what the last one answered."""
 
-    start: EpisodeStarted
-    index: int  # steps taken
+    start: EpisodeStarted  # as begun, or as resumed (then with its latest observation)
     history: list[Turn]
-    observation: str
-    admissible: list[str]
+    observation: str = field(init=False)
+    admissible: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.observation, self.admissible = self.start.observation, self.start.admissible_actions
 
 
 class FleetRunner(PolicyRunner):
@@ -497,17 +501,13 @@ class FleetRunner(PolicyRunner):
         ):
             start, steps = self._patiently(partial(self.client.resume, episode["id"]))
             history = [Turn(s["action"], s["observation"]) for s in steps]
-            self.playing[start.episode_id] = _Playing(
-                start, len(steps), history, start.observation, start.admissible_actions
-            )
+            self.playing[start.episode_id] = _Playing(start, history)
         try:
             while not self.stop.is_set():
                 self._fill(size)
                 if not self.playing or self._pace():
                     break
                 self._turn()
-        except (AuthenticationError, ForbiddenError):
-            raise  # a token revoked or of the wrong role: no retry will change that
         finally:
             for episode_id in list(self.playing):
                 with contextlib.suppress(ClientError):
@@ -522,15 +522,13 @@ class FleetRunner(PolicyRunner):
             cap is None or self.stats.episodes + len(self.playing) < cap
         ):
             try:
-                start, index, history = self._patiently(self._begin)
+                start, _, history = self._patiently(self._begin)
             except ClientError as exc:
-                if exc.code != "open_episode_limit":
+                if exc.code != ErrorCode.OPEN_EPISODE_LIMIT:
                     raise
                 log.warning("the agent holds its limit of open episodes elsewhere: %s", exc)
                 return
-            self.playing[start.episode_id] = _Playing(
-                start, index, history, start.observation, start.admissible_actions
-            )
+            self.playing[start.episode_id] = _Playing(start, history)
 
     def _turn(self) -> None:
         """A step of every open episode, sent as one batch."""
@@ -543,12 +541,11 @@ class FleetRunner(PolicyRunner):
                 playing.start.task.text, playing.history, playing.observation, playing.admissible
             )
             decision = self.policy.decide(episode_id, prompt, playing.admissible)
-            playing.index += 1
             steps.append(
                 {
                     **self._record(decision),
                     "episode_id": episode_id,
-                    "step": playing.index,
+                    "step": len(playing.history) + 1,
                     "action": decision.action,
                 }
             )

@@ -105,10 +105,10 @@ class Fleet:
 
 
 def agent(url: str, name: str, episodes: int) -> str:
-    admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"})
-    reply = admin.post(
-        "/v1/agents", json={"name": name, "role": "policy", "max_open_episodes": episodes}
-    )
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as admin:
+        reply = admin.post(
+            "/v1/agents", json={"name": name, "role": "policy", "max_open_episodes": episodes}
+        )
     if reply.status_code != 201:
         raise RuntimeError(f"agent failed: {reply.status_code} {reply.text[:300]}")
     return str(reply.json()["token"])

@@ -190,7 +190,9 @@ RATES = ("success", "first_half", "second_half", "first_window", "last_window")
 def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """One arm over several seeds (its :func:`summarise` of each, the same arm): episodes and
     updates added up, each rate and each bucket of the curve over the seeds' episodes together
-    (a window is each seed's window), and the per-seed figures beside them. One seed's own."""
+    (a window is each seed's window), and the per-seed figures beside them. The figures kept
+    whole from one seed (per family, per start distance, the last update, the flow, the
+    grouping signal) are the first seed's. One seed's own."""
     if len(summaries) == 1:
         return summaries[0]
 

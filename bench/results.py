@@ -13,7 +13,6 @@ The benchmarks that write their own JSON stamp it with :func:`provenance`.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import shlex
@@ -22,10 +21,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from server.readme import rewrite, section, with_section
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "docs" / "benchmarks"
-README = ROOT / "README.md"
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,13 @@ def table(rows: list[Headline]) -> str:
 
 
 def current_table(readme: str) -> str:
-    """The text between the README's results markers, without the newlines around it."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[start:end].strip("\n")
+    """The README's results table as it stands."""
+    return section(readme, "results")
 
 
 def rewritten(readme: str, new_table: str) -> str:
-    """``readme`` with the text between its results markers replaced by ``new_table``."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[:start] + "\n" + new_table + "\n" + readme[end:]
+    """``readme`` with its results table replaced by ``new_table``."""
+    return with_section(readme, "results", new_table)
 
 
 def git_commit() -> str:
@@ -102,23 +99,14 @@ def provenance(argv: list[str] | None = None) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="change nothing; exit 1 if the README's table differs"
+    return rewrite(
+        argv,
+        name="results",
+        table=table(headlines()),
+        what="results table",
+        source="docs/benchmarks/*.json",
+        command=".venv/bin/python bench/results.py",
     )
-    parser.add_argument("--readme", type=Path, default=README, help="the README to rewrite")
-    args = parser.parse_args(argv)
-    text = args.readme.read_text()
-    wanted = table(headlines())
-    if current_table(text) == wanted:
-        return 0
-    if args.check:
-        print(f"{args.readme}: the results table differs from docs/benchmarks/*.json; run")
-        print("  .venv/bin/python bench/results.py")
-        return 1
-    args.readme.write_text(rewritten(text, wanted))
-    print(f"{args.readme}: results table rewritten ({wanted.count(chr(10)) - 1} rows)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from server.errors import (
     RateLimited,
     Unprocessable,
     own_error,
+    schema_errors,
 )
 from server.runtime import Runtime
 from world import engine, episodes, families, oracle, tasks
@@ -235,14 +236,11 @@ async def steps_async(runtime: Runtime, caller: Caller, items: list[Any]) -> Ste
         try:
             body = BatchStepIn.model_validate(item)
         except ValidationError as exc:
-            details = [
-                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()
-            ]
             answers[i] = _answer(
                 Unprocessable(
                     "the step does not match the schema",
                     code=ErrorCode.VALIDATION_ERROR,
-                    details=details,
+                    details=schema_errors(exc.errors()),
                 )
             )
             continue

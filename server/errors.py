@@ -5,6 +5,7 @@ are ``world.contract.ErrorCode``'s: a bare string is refused by the types."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -98,6 +99,18 @@ def own_error(exc: BaseException) -> ApiError | None:
     return None
 
 
+def schema_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic's errors as a ``validation_error`` answer's details: where, what, which kind."""
+    return [
+        {
+            "loc": list(e.get("loc", ())),
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in errors
+    ]
+
+
 def error_body(
     status: int, message: str, *, code: ErrorCode | None = None, details: Any = None
 ) -> dict[str, Any]:
@@ -141,14 +154,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {
-                "loc": list(e.get("loc", ())),
-                "msg": str(e.get("msg", "")),
-                "type": str(e.get("type", "")),
-            }
-            for e in exc.errors()
-        ]
+        errors = schema_errors(exc.errors())
         if any(e["type"] == "json_invalid" for e in errors):
             return error_response(
                 400,

@@ -15,7 +15,6 @@ docs/design.md §6 explains the limits.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Literal
 
@@ -23,10 +22,9 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from server.readme import rewrite
+from server.readme import section as readme_section
 from world.contract import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_PORT
-
-README = Path(__file__).resolve().parents[1] / "README.md"
-BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
 
 class Settings(BaseSettings):
@@ -272,29 +270,19 @@ def configuration_table() -> str:
 
 
 def current_table(readme: str) -> str:
-    """The text between the README's settings markers, without the newlines around it."""
-    return readme[readme.index(BEGIN) + len(BEGIN) : readme.index(END)].strip("\n")
+    """The README's configuration table as it stands."""
+    return readme_section(readme, "settings")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Rewrite README.md's configuration table.")
-    parser.add_argument(
-        "--check", action="store_true", help="change nothing; exit 1 if the README's table differs"
+    return rewrite(
+        argv,
+        name="settings",
+        table=configuration_table(),
+        what="configuration table",
+        source="server/settings.py",
+        command=".venv/bin/python -m server.settings",
     )
-    parser.add_argument("--readme", type=Path, default=README, help="the README to rewrite")
-    args = parser.parse_args(argv)
-    text = args.readme.read_text()
-    wanted = configuration_table()
-    if current_table(text) == wanted:
-        return 0
-    if args.check:
-        print(f"{args.readme}: the configuration table differs from server/settings.py; run")
-        print("  .venv/bin/python -m server.settings")
-        return 1
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    args.readme.write_text(text[:start] + "\n" + wanted + "\n" + text[end:])
-    print(f"{args.readme}: configuration table rewritten")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))  # bench/ is no package
-from results import BENCHMARKS, README, current_table, headlines, main, rewritten, table  # noqa: E402
+from results import BENCHMARKS, current_table, headlines, main, rewritten, table  # noqa: E402
+
+from server.readme import README  # noqa: E402
 
 MAX_LINES = 250
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

@@ -118,23 +118,20 @@ class AgentCreate(Request):
     )
 
 
-class AgentCreated(BaseModel):
-    id: int
-    name: str
-    role: Role
-    avatar_id: str | None
-    max_open_episodes: int
-    token: str = Field(description="shown only this once; stored hashed")
-
-
 class AgentInfo(BaseModel):
     """The agent a token is (``GET /v1/agents/me``)."""
 
+    model_config = ConfigDict(from_attributes=True)  # read from an agent row or a caller
+
     id: int
     name: str
     role: Role
     avatar_id: str | None
     max_open_episodes: int
+
+
+class AgentCreated(AgentInfo):
+    token: str = Field(description="shown only this once; stored hashed")
 
 
 class AgentRevoked(BaseModel):

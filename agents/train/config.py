@@ -124,16 +124,10 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"expected mode in {MODES}, got {self.mode!r}")
-        if self.group_by not in GROUP_KEYS:
-            raise ValueError(f"expected group_by in {GROUP_KEYS}, got {self.group_by!r}")
-        if self.kl_reference not in KL_REFERENCES:
-            raise ValueError(f"expected kl_reference in {KL_REFERENCES}, got {self.kl_reference!r}")
-        if self.warm_start_loss not in WARM_START_LOSSES:
-            raise ValueError(
-                f"expected warm_start_loss in {WARM_START_LOSSES}, got {self.warm_start_loss!r}"
-            )
+        for f in fields(self):  # a field declared with choices takes one of them
+            choices, value = f.metadata["choices"], getattr(self, f.name)
+            if choices and value not in choices:
+                raise ValueError(f"expected {f.name} in {choices}, got {value!r}")
         if self.warm_start_play < 0 or self.warm_start_batch < 1:
             raise ValueError(
                 "expected warm_start_play >= 0 and warm_start_batch >= 1, got "

@@ -28,27 +28,14 @@ def create_agent(body: AgentCreate, runtime: RuntimeDep, _admin: AdminDep) -> Ag
         return made
 
     agent, token = runtime.world_transaction(work)
-    return AgentCreated(
-        id=agent.id,
-        name=agent.name,
-        role=body.role,
-        avatar_id=agent.avatar_id,
-        max_open_episodes=agent.max_open_episodes,
-        token=token,
-    )
+    return AgentCreated(**AgentInfo.model_validate(agent).model_dump(), token=token)
 
 
 @router.get("/me", response_model=AgentInfo)
 def me(caller: CallerDep) -> AgentInfo:
     """The agent this token is: its id (the episodes' ``agent`` filter), role, avatar and how
     many episodes it may hold open at once."""
-    return AgentInfo(
-        id=caller.id,
-        name=caller.name,
-        role=caller.role,
-        avatar_id=caller.avatar_id,
-        max_open_episodes=caller.max_open_episodes,
-    )
+    return AgentInfo.model_validate(caller)
 
 
 @router.delete("/{agent_id}", response_model=AgentRevoked)

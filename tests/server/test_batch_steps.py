@@ -4,6 +4,7 @@ answered in its place, applied exactly once, and a batch refused whole changes n
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ def test_a_batch_resent_after_kill_9_gives_the_same_answers_and_no_step_twice(
         sender = threading.Thread(target=send)
         sender.start()
         while len(sent) < 5:
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         server.kill()
         stop.set()
         sender.join(timeout=60)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from server.cli import _settings, build_parser
+from server.readme import README
 from server.settings import (
-    README,
     Settings,
     configuration_table,
     current_table,
