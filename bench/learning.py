@@ -476,6 +476,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 min_samples=args.min_samples,
                 max_samples=args.max_samples,
                 lam=args.lam,
+                rank_uniform_groups=not args.drop_uniform,
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
@@ -680,6 +681,11 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=TrainConfig.lr, help="RL learning rate")
     parser.add_argument(
         "--lam", type=float, default=TrainConfig.lam, help="λ: the step votes' weight (voted arms)"
+    )
+    parser.add_argument(
+        "--drop-uniform",
+        action="store_true",
+        help="voted arms: give up a group that all failed or all succeeded, as outcome-only does",
     )
     parser.add_argument(
         "--group-by",

@@ -48,6 +48,9 @@ class TrainConfig:
     group_size: int = option(
         4, "a uniform group this big is ranked by its votes, or given up without"
     )
+    rank_uniform_groups: bool = option(
+        True, "with votes, a complete group that all failed or all succeeded is ranked by them"
+    )
     max_staleness: int = option(2, "waiting rollouts more versions behind than this are dropped")
     accuracy_window: tuple[float, float] = option(
         (0.2, 0.8), "tasks whose votes train the reward model"
@@ -169,6 +172,11 @@ class TrainConfig:
     @property
     def uses_votes(self) -> bool:
         return self.mode != "outcome_only"
+
+    @property
+    def ranks_uniform_groups(self) -> bool:
+        """Whether a uniform group gives samples: with votes, unless told not to."""
+        return self.uses_votes and self.rank_uniform_groups
 
     @property
     def trains_reward_model(self) -> bool:

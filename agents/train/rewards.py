@@ -145,8 +145,14 @@ def policy_advantages(
     integrated: bool = True,
     by: str = "task",
     min_group_size: int = 2,
+    rank_uniform: bool | None = None,
 ) -> tuple[list[Advantage], Tally]:
-    """Step-index standardised advantages of the policy's answers, after the filters."""
+    """Step-index standardised advantages of the policy's answers, after the filters.
+
+    ``rank_uniform``: whether a group that all succeeded or all failed gives samples (ranked
+    by its votes); None: when ``integrated``."""
+    if rank_uniform is None:
+        rank_uniform = integrated
     out: list[Advantage] = []
     tally = Tally()
     for group in group_rollouts(rollouts, by).values():
@@ -156,7 +162,7 @@ def policy_advantages(
         wins = sum(r.success for r in group)
         if wins in (0, len(group)):
             tally.uniform_groups += 1
-            if not integrated:  # every reward the same: nothing to compare
+            if not rank_uniform:  # outcome-only, every reward is the same: nothing to compare
                 continue
         tally.groups += 1
         tally.accuracies.append(wins / len(group))

@@ -285,7 +285,7 @@ class Trainer:
             # A uniform group waits for a differing outcome until it is group_size big; then,
             # with votes, its steps are still ranked by them, and without, it is given up.
             complete = len(group) >= cfg.group_size
-            if stale or (uniform and complete and not cfg.uses_votes):
+            if stale or (uniform and complete and not cfg.ranks_uniform_groups):
                 dead += len(group)
                 for r in group:
                     del self.waiting[r.episode_id]
@@ -307,6 +307,7 @@ class Trainer:
             integrated=cfg.uses_votes,
             by=cfg.group_by,
             min_group_size=cfg.min_group_size,
+            rank_uniform=cfg.ranks_uniform_groups,
         )
         if len(advantages) < cfg.min_samples:
             return None

@@ -110,6 +110,8 @@ def test_with_votes_a_group_that_all_failed_still_ranks_its_steps() -> None:
     ranked, tally = policy_advantages(failed, integrated=True)
     assert tally.uniform_groups == 1 and tally.groups == 1
     assert found(ranked) == pytest.approx({(1, 1): 1.0, (2, 1): -1.0})  # step 2: a tie
+    given_up, tally = policy_advantages(failed, integrated=True, rank_uniform=False)
+    assert given_up == [] and (tally.uniform_groups, tally.groups) == (1, 0)
     succeeded = [rollout(3, 1, ((1, 1, 1),)), rollout(4, 1, ((1, -1, -1),))]
     assert found(policy_advantages(succeeded)[0]) == pytest.approx({(3, 1): 1.0, (4, 1): -1.0})
 

@@ -352,10 +352,20 @@ def test_with_votes_a_group_that_all_failed_is_trained_on_once_complete(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
     """Outcome-only gives up a complete group whose episodes all failed; with votes it learns
-    from it (the second episode's votes are the first's flipped, so every step differs)."""
-    for mode, learns in (("outcome_only", False), ("integrated_frozen_rm", True)):
+    from it (the second episode's votes are the first's flipped, so every step differs),
+    unless told to give it up too."""
+    arms = (("outcome_only", True, False), ("integrated_frozen_rm", True, True))
+    for mode, rank_uniform, learns in (*arms, ("integrated_frozen_rm", False, False)):
         server = FakeServer()
-        t = trainer(server, models, tmp_path / mode, mode=mode, group_size=2, min_samples=1)
+        t = trainer(
+            server,
+            models,
+            tmp_path / f"{mode}-{rank_uniform}",
+            mode=mode,
+            group_size=2,
+            min_samples=1,
+            rank_uniform_groups=rank_uniform,
+        )
         first = t.learners["policy"].version
         server.add_episode("a", -1, version="1")
         server.add_episode("a", -1, version="1", flip_votes=True)
