@@ -477,6 +477,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 max_samples=args.max_samples,
                 lam=args.lam,
                 rank_uniform_groups=not args.drop_uniform,
+                per_episode=args.per_episode,
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
@@ -686,6 +687,11 @@ def main() -> int:
         "--drop-uniform",
         action="store_true",
         help="voted arms: give up a group that all failed or all succeeded, as outcome-only does",
+    )
+    parser.add_argument(
+        "--per-episode",
+        action="store_true",
+        help="every arm: each episode weighs the same in an update, whatever its length",
     )
     parser.add_argument(
         "--group-by",

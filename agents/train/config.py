@@ -51,6 +51,9 @@ class TrainConfig:
     rank_uniform_groups: bool = option(
         True, "with votes, a complete group that all failed or all succeeded is ranked by them"
     )
+    per_episode: bool = option(
+        False, "every episode weighs the same in an update (else every decision does)"
+    )
     max_staleness: int = option(2, "waiting rollouts more versions behind than this are dropped")
     accuracy_window: tuple[float, float] = option(
         (0.2, 0.8), "tasks whose votes train the reward model"

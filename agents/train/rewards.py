@@ -20,9 +20,9 @@ deviation is below :data:`EPS` standardises to zeros (no signal, so nothing to l
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.train.config import GROUP_KEYS
 
@@ -146,11 +146,14 @@ def policy_advantages(
     by: str = "task",
     min_group_size: int = 2,
     rank_uniform: bool | None = None,
+    per_episode: bool = False,
 ) -> tuple[list[Advantage], Tally]:
     """Step-index standardised advantages of the policy's answers, after the filters.
 
     ``rank_uniform``: whether a group that all succeeded or all failed gives samples (ranked
-    by its votes); None: when ``integrated``."""
+    by its votes); None: when ``integrated``. ``per_episode``: scale each advantage by
+    ``(samples / episodes) / (the episode's samples)``, so that every episode weighs the same
+    in the update whatever its length, and the update's total weight is unchanged."""
     if rank_uniform is None:
         rank_uniform = integrated
     out: list[Advantage] = []
@@ -175,6 +178,10 @@ def policy_advantages(
                     continue
                 out.append(Advantage(r.episode_id, i + 1, reward, adv))
     tally.samples = len(out)
+    if per_episode and out:
+        counts = Counter(a.episode_id for a in out)
+        share = len(out) / len(counts)
+        out = [replace(a, advantage=a.advantage * share / counts[a.episode_id]) for a in out]
     return out, tally
 
 

@@ -308,6 +308,7 @@ class Trainer:
             by=cfg.group_by,
             min_group_size=cfg.min_group_size,
             rank_uniform=cfg.ranks_uniform_groups,
+            per_episode=cfg.per_episode,
         )
         if len(advantages) < cfg.min_samples:
             return None

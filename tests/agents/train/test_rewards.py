@@ -116,6 +116,23 @@ def test_with_votes_a_group_that_all_failed_still_ranks_its_steps() -> None:
     assert found(policy_advantages(succeeded)[0]) == pytest.approx({(3, 1): 1.0, (4, 1): -1.0})
 
 
+def test_per_episode_every_episode_weighs_the_same_whatever_its_length() -> None:
+    """A one-step episode and two three-step ones: weighed per decision the long ones give six
+    of the seven samples; weighed per episode each episode's samples share 7/3."""
+    group = [
+        rollout(1, -1, ((1, 1, 1),)),
+        rollout(2, -1, ((-1, -1, -1),) * 3),
+        rollout(3, -1, ((1, 1, 1),) * 3),
+    ]
+    plain = found(policy_advantages(group)[0])
+    weighed = found(policy_advantages(group, per_episode=True)[0])
+    assert plain.keys() == weighed.keys() and len(plain) == 7
+    for episode, steps in ((1, 1), (2, 3), (3, 3)):
+        scales = [weighed[episode, i] / plain[episode, i] for i in range(1, steps + 1)]
+        assert sum(scales) == pytest.approx(7 / 3)
+        assert all(s > 0 for s in scales)  # no sign changes
+
+
 def test_min_group_size_is_respected() -> None:
     rs = [rollout(1, 1, steps=1), rollout(2, -1, steps=1)]
     assert policy_advantages(rs, integrated=False, min_group_size=3)[0] == []
