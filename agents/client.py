@@ -15,6 +15,9 @@ idempotent:
 Calls that are not idempotent (``create_agent``, ``post_judgments``) are resent only when the
 server cannot have applied them: a refused connection, a 429 or a 503.
 
+:class:`StepBatcher` gathers the steps that concurrent tasks take with one async client into
+``POST /v1/steps`` batches.
+
 The answers it types are the server's own response models (``world.schemas``: ``TaskOut``,
 ``EpisodeStarted``, ``StepOut``, ``AgentCreated``); the records it passes through as JSON
 (episodes, events, things) are described by the same module.
@@ -35,7 +38,15 @@ import httpx
 
 from agents.errors import ClientError, ConflictError, UnreachableError, error_for
 from world.contract import DEFAULT_SERVER, MAIN_WORLD, WORLD_PATHS
-from world.schemas import AgentCreated, AgentInfo, EpisodeStarted, StepOut, StepsOut, TaskOut
+from world.schemas import (
+    MAX_BATCH_STEPS,
+    AgentCreated,
+    AgentInfo,
+    EpisodeStarted,
+    StepOut,
+    StepsOut,
+    TaskOut,
+)
 
 T = TypeVar("T")
 Id = int | str
@@ -684,6 +695,50 @@ class AsyncBigWorldClient:
         return self._pages("/v1/forge/decisions", {**filters, "limit": page_size})
 
 
+class StepBatcher:
+    """Sends the steps that concurrent tasks take through one :class:`AsyncBigWorldClient`
+    together: for callers that each play an episode of one agent at once (a verifiers run's
+    concurrent rollouts). The steps asked for within ``window_s`` seconds of the first, or
+    while a batch is in flight, go as one ``POST /v1/steps`` of at most ``MAX_BATCH_STEPS``;
+    each caller gets its own step's answer, or its own step's error raised."""
+
+    def __init__(self, client: AsyncBigWorldClient, window_s: float = 0.002) -> None:
+        self.client, self.window_s = client, window_s
+        self._waiting: list[tuple[Record, asyncio.Future[StepOut]]] = []
+        self._sending: asyncio.Task[None] | None = None  # the task sending, while steps wait
+
+    async def step(
+        self, episode_id: Id, step: int, action: str, record: Record | None = None
+    ) -> StepOut:
+        """:meth:`AsyncBigWorldClient.step`, sent in a batch with the steps of other callers."""
+        answer: asyncio.Future[StepOut] = asyncio.get_running_loop().create_future()
+        body = {**(record or {}), "episode_id": episode_id, "step": step, "action": action}
+        self._waiting.append((body, answer))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send())
+        return await answer
+
+    async def _send(self) -> None:
+        """Send the waiting steps, a batch at a time, until none wait."""
+        while self._waiting:
+            await asyncio.sleep(self.window_s)
+            batch = self._waiting[:MAX_BATCH_STEPS]
+            del self._waiting[:MAX_BATCH_STEPS]
+            answers: list[StepOut | Exception]
+            try:
+                answers = list(await self.client.step_many([body for body, _ in batch]))
+            except Exception as exc:  # the batch went unanswered or was refused whole
+                answers = [exc] * len(batch)
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if future.done():  # its caller was cancelled
+                    continue
+                if isinstance(answer, Exception):
+                    future.set_exception(answer)
+                else:
+                    future.set_result(answer)
+        self._sending = None
+
+
 __all__ = [
     "AsyncBigWorldClient",
     "BigWorldClient",
@@ -692,4 +747,5 @@ __all__ = [
     "Reply",
     "Request",
     "RetryPolicy",
+    "StepBatcher",
 ]

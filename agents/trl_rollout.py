@@ -1,5 +1,5 @@
-"""bigworld episodes as TRL ``GRPOTrainer`` rollouts, through OpenEnv sessions (needs the
-``interop`` extra).
+"""bigworld episodes as TRL ``GRPOTrainer`` rollouts, over the REST API (needs the ``interop``
+extra, for TRL).
 
 TRL 1.16 documents two ways in for environments: ``environment_factory`` (the model calls the
 environment's methods as chat-template tools) and ``rollout_func`` (a function that plays the
@@ -7,11 +7,14 @@ environment and hands back prompt ids, completion ids and their log-probabilitie
 models have no chat template and cannot write tool calls, so :class:`WorldRollouts` is a
 ``rollout_func``:
 
-- it plays episodes through OpenEnv sessions at ``/openenv`` (one session per policy agent),
-  each ``reset(token=..., family=...)`` an ordinary episode where the avatar stands;
-- the model being trained chooses each step as ``bigworld agent run`` does in rank mode: it
-  samples from ``softmax(s / T)`` over the admissible actions, ``s`` each candidate answer's mean
-  token log-probability (:func:`agents.models.tiny.candidate_scores`);
+- each policy agent's token holds as many episodes open at once as the agent may
+  (``max_open_episodes``, which an admin sets; 1 by default), or ``at_once`` if fewer; each
+  is an ordinary episode where one of the agent's avatars stands;
+- each turn, the model being trained chooses every open episode's next step as
+  ``bigworld agent run`` does in rank mode: it samples from ``softmax(s / T)`` over the
+  admissible actions, ``s`` each candidate answer's mean token log-probability
+  (:func:`agents.models.tiny.candidate_scores`); the turn's steps of one token go in one
+  ``POST /v1/steps``, and an episode that ended is replaced by a new one;
 - every step goes to the world with the policy version in use, the prompt, the answer, the
   mode and the temperature, so the world records what TRL's weights did;
 - one TRL sample is one decision: the step's prompt ids, the chosen answer's ids (end token
@@ -26,6 +29,7 @@ the rollouts, so the world's episodes carry the version TRL published.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections import defaultdict
@@ -34,21 +38,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from agents.backends import softmax_sample
-from agents.client import BigWorldClient
+from agents.client import BigWorldClient, Record
+from agents.errors import ClientError, ConflictError
 from agents.models.tiny import candidate_scores, encode_candidates
-from agents.openenv_client import BigWorldAction, BigWorldOpenEnv
-from agents.prompts import Turn, first_observation_task, policy_prompt, rank_completion
+from agents.prompts import Turn, policy_prompt, rank_completion
 from agents.train.checkpoints import save_checkpoint
 from agents.train.config import TrainConfig
-
-LOAD_TIMEOUT_S = 120.0  # seconds: a server's first /openenv request loads openenv-core
+from world.contract import ErrorCode
+from world.schemas import MAX_BATCH_STEPS, EpisodeStarted
 
 
 @dataclass(frozen=True)
@@ -77,40 +80,69 @@ class Played:
 
 
 @dataclass
+class _Open:
+    """An open episode of the rollouts, as far as it has been played. ``ours``: of the family
+    asked for (False: of any family, begun when the family had no task near the avatar)."""
+
+    start: EpisodeStarted
+    ours: bool
+    history: list[Turn] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    observation: str = field(init=False)
+    admissible: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.observation, self.admissible = self.start.observation, self.start.admissible_actions
+
+
+@dataclass
+class _Player:
+    """One token's client, how many episodes it holds open at once, and those it holds."""
+
+    client: BigWorldClient
+    size: int
+    open: dict[int, _Open] = field(default_factory=dict)
+
+
+@dataclass
 class WorldRollouts:
     """TRL's ``rollout_func``: ``rollouts(prompts, trainer)`` plays episodes until it has
     ``len(prompts)`` decisions, ``trainer.num_generations`` per group. The dataset's prompts
     only count the samples wanted: the world gives each step's prompt."""
 
     url: str
-    tokens: Sequence[str]  # policy agents' bearer tokens: one OpenEnv session each
+    tokens: Sequence[str]  # policy agents' bearer tokens: each holds its agent's episodes
     family: str | None = "go_to"
     temperature: float = 1.0  # rank-mode sampling: softmax(scores / temperature)
     seed: int = 0
+    at_once: int | None = None  # episodes a token holds open at once (None: as its agent may)
     policy_version: str = "init"  # set by PublishVersions as versions are registered
     started: float = field(default_factory=time.monotonic)
     played: list[Played] = field(default_factory=list)
-    _sessions: list[Any] = field(default_factory=list, repr=False)
+    _players: list[_Player] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tokens:
             raise ValueError("expected at least one policy agent's token, got none")
         self._rng = np.random.default_rng(self.seed)
-        self._turn = 0
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         size = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         if len(prompts) % size:
             raise ValueError(f"expected a multiple of {size} prompts, got {len(prompts)}")
+        model, tokenizer = trainer.model, trainer.processing_class
         waiting: dict[int, list[Move]] = defaultdict(list)  # step index → decisions
         groups: list[list[Move]] = []
         while len(groups) < len(prompts) // size:
-            for move in self.play(trainer.model, trainer.processing_class):
+            for move in self.play(model, tokenizer):
                 waiting[move.step].append(move)
                 if len(waiting[move.step]) == size:
                     groups.append(waiting.pop(move.step))
-        # Decisions left waiting are dropped: the next call's weights are one update newer,
-        # and GRPO with one pass (num_iterations=1) assumes its samples are on-policy.
+        # The episodes still open are played to their end with these weights, and dropped with
+        # the decisions left waiting: the next call's weights are one update newer, and GRPO
+        # with one pass (num_iterations=1) assumes its samples are on-policy.
+        while any(player.open for player in self._players):
+            self._turn(model, tokenizer)
         moves = [m for group in groups[: len(prompts) // size] for m in group]
         return {
             "prompt_ids": [m.prompt_ids for m in moves],
@@ -121,82 +153,117 @@ class WorldRollouts:
         }
 
     def play(self, model: Any, tokenizer: Any) -> list[Move]:
-        """One episode on the next session; its decisions (none when the world had no task of
-        the family near the avatar and an episode of any family was played instead)."""
-        k = self._turn % len(self.tokens)
-        self._turn += 1
-        env = self._session(k)
-        try:
-            result = env.reset(token=self.tokens[k], family=self.family)
-            ours = True
-        except RuntimeError as exc:  # OpenEnv's error message carries the REST code
-            if "no_task" not in str(exc) or self.family is None:
-                raise
-            result = env.reset(token=self.tokens[k])  # moves the avatar on, as agent run does
-            ours = False
-        state = env.state()
-        first = result.observation
-        task = first_observation_task(first.text)
-        text, admissible = first.text, first.admissible_actions
-        history: list[Turn] = []
-        moves: list[Move] = []
-        while not result.done:
-            prompt = policy_prompt(task, history, text, admissible)
-            action, move = self._choose(model, tokenizer, prompt, admissible, len(history) + 1)
-            result = env.step(
-                BigWorldAction(
-                    action=action,
-                    policy_version=self.policy_version,
-                    prompt=prompt,
-                    completion=rank_completion(admissible.index(action) + 1, action),
-                    mode="rank",
-                    temperature=self.temperature,
+        """Begin episodes until every token holds as many open as it may, then take a step of
+        each; the decisions of the episodes that ended (none of those begun of any family)."""
+        self._fill()
+        return self._turn(model, tokenizer)
+
+    def _turn(self, model: Any, tokenizer: Any) -> list[Move]:
+        """A step of every open episode, one ``POST /v1/steps`` per token; the decisions of the
+        episodes that ended."""
+        ended: list[Move] = []
+        for player in self._players:
+            steps: list[Record] = []
+            for episode_id, episode in player.open.items():
+                prompt = policy_prompt(
+                    episode.start.task.text,
+                    episode.history,
+                    episode.observation,
+                    episode.admissible,
                 )
-            )
-            moves.append(move)
-            history.append(Turn(action, result.observation.text))
-            text, admissible = result.observation.text, result.observation.admissible_actions
-        outcome = 1 if (result.reward or 0) > 0 else -1
+                k, move = self._choose(
+                    model, tokenizer, prompt, episode.admissible, len(episode.history) + 1
+                )
+                episode.moves.append(move)
+                action = episode.admissible[k]
+                steps.append(
+                    {
+                        "episode_id": episode_id,
+                        "step": move.step,
+                        "action": action,
+                        "policy_version": self.policy_version,
+                        "prompt": prompt,
+                        "completion": rank_completion(k + 1, action),
+                        "mode": "rank",
+                        "temperature": self.temperature,
+                    }
+                )
+            if not steps:
+                continue
+            for sent, answer in zip(steps, player.client.step_many(steps), strict=True):
+                if isinstance(answer, ClientError):
+                    raise answer
+                episode = player.open[sent["episode_id"]]
+                episode.history.append(Turn(sent["action"], answer.observation))
+                episode.observation = answer.observation
+                episode.admissible = answer.admissible_actions
+                if answer.done:
+                    del player.open[sent["episode_id"]]
+                    ended += self._ended(episode, 1 if answer.success else -1)
+        return ended
+
+    def _ended(self, episode: _Open, outcome: int) -> list[Move]:
+        """Record an ended episode; its decisions with its outcome, if they are used."""
+        episode_id = episode.start.episode_id
         self.played.append(
             Played(
                 t=time.monotonic() - self.started,
-                episode_id=first.episode_id,
+                episode_id=episode_id,
                 success=outcome > 0,
-                family=state.family,
-                task=state.task_id,
-                steps=len(moves),
+                family=episode.start.task.family,
+                task=episode.start.task.id,
+                steps=len(episode.moves),
                 version=self.policy_version,
             )
         )
-        if not ours:
+        if not episode.ours:
             return []
-        return [dataclasses.replace(m, episode_id=first.episode_id, outcome=outcome) for m in moves]
+        return [
+            dataclasses.replace(m, episode_id=episode_id, outcome=outcome) for m in episode.moves
+        ]
 
     def _choose(
         self, model: Any, tokenizer: Any, prompt: str, admissible: list[str], step: int
-    ) -> tuple[str, Move]:
+    ) -> tuple[int, Move]:
         completions = [rank_completion(k + 1, a) for k, a in enumerate(admissible)]
         ids, rows = encode_candidates(tokenizer, prompt, completions)
         with torch.no_grad():
             scores = [float(s) for s in candidate_scores(model, ids, rows)]
             k, _ = softmax_sample(scores, self.temperature, float(self._rng.random()))
             logprobs = token_logprobs(model, ids, rows[k])
-        return admissible[k], Move(step, ids, rows[k], logprobs, episode_id=0)
+        return k, Move(step, ids, rows[k], logprobs, episode_id=0)
 
-    def _session(self, k: int) -> Any:
-        if not self._sessions:  # the server loads openenv-core on the first request to /openenv
-            httpx.get(f"{self.url.rstrip('/')}/openenv/health", timeout=LOAD_TIMEOUT_S)
-        while len(self._sessions) <= k:
-            env = BigWorldOpenEnv(base_url=f"{self.url.rstrip('/')}/openenv").sync()
-            env.connect()
-            self._sessions.append(env)
-        return self._sessions[k]
+    def _fill(self) -> None:
+        """Begin episodes until every token holds as many open as it may."""
+        if not self._players:
+            for token in self.tokens:
+                client = BigWorldClient(self.url, token)
+                limit = client.me().max_open_episodes
+                size = min(limit, self.at_once or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
+                self._players.append(_Player(client, size))
+        for player in self._players:
+            while len(player.open) < player.size:
+                episode = self._begin(player.client)
+                player.open[episode.start.episode_id] = episode
+
+    def _begin(self, client: BigWorldClient) -> _Open:
+        """An episode of the family; when the world has no task of it near the avatar, one of
+        any family, which moves the avatar on (as agent run does)."""
+        try:
+            return _Open(client.begin_episode(family=self.family), ours=True)
+        except ConflictError as exc:
+            if exc.code != ErrorCode.NO_TASK or self.family is None:
+                raise
+            return _Open(client.begin_episode(), ours=False)
 
     def close(self) -> None:
-        """Close the sessions (each abandons its open episode, if any)."""
-        for env in self._sessions:
-            env.close()
-        self._sessions.clear()
+        """Abandon the episodes still open and close the clients."""
+        for player in self._players:
+            for episode_id in player.open:
+                with contextlib.suppress(ClientError):  # ended meanwhile, or no server
+                    player.client.abandon(episode_id)
+            player.client.close()
+        self._players.clear()
 
 
 def grpo_config(

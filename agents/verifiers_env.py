@@ -2,14 +2,18 @@
 ordinary bigworld episode, each model turn one step.
 
 verifiers 0.4.0 builds environments from a taskset, its tasks and an ``Env`` whose ``run``
-plays the user's side of the conversation. Here the world plays it:
+plays the user's side of the conversation. Here the world plays it, over the REST API:
 
-- a task is one episode to play: ``reset(token=..., family=...)`` on an OpenEnv session at
-  ``/openenv`` begins it where the avatar stands (the world is never reset);
+- a task is one episode to play, begun (``POST /v1/episodes``, of ``family``) where one of
+  the token's agent's avatars stands (the world is never reset);
 - each user turn is the policy prompt ``bigworld agent run`` shows (task, recent steps, the
   observation, the numbered admissible actions); the model answers ``\\boxed{k}``, which is
   one step (an answer that does not parse takes the first action, flagged as a parse failure,
-  as agent run does);
+  as agent run does); an interaction that ends before its episode abandons the episode;
+- verifiers plays rollouts concurrently: a token plays as many episodes at once as its agent
+  may hold open (``max_open_episodes``, which an admin sets; 1 by default), and the steps its
+  concurrent rollouts take go to the world together, in ``POST /v1/steps`` batches
+  (:class:`agents.client.StepBatcher`);
 - rewards: ``outcome``, the episode's (+1 succeeded, -1 failed), and, where reward agents
   judged its steps, ``votes``: the mean of their votes (each +1 or -1) over the judged steps,
   weighted ``lam`` (design §7's ``R = O + λ·mean S``). Judges vote after an episode ends, so
@@ -32,17 +36,19 @@ on ``PATH``. No sandbox is needed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import verifiers.v1 as vf
 from pydantic import Field
 
-from agents.openenv_client import BigWorldAction, BigWorldOpenEnv
-from agents.prompts import Turn, first_observation_task, parse_choice, policy_prompt
+from agents.client import AsyncBigWorldClient, StepBatcher
+from agents.errors import ConflictError
+from agents.prompts import Turn, parse_choice, policy_prompt
 from world.contract import DEFAULT_SERVER
+from world.schemas import StepOut
 
 __all__ = ["BigWorldEnv", "BigWorldTaskset", "load_environment"]
 TASKSET_ID = "bigworld-verifiers"  # the top-level module bigworld_verifiers re-exports this one
@@ -57,9 +63,9 @@ class BigWorldConfig(vf.TasksetConfig):
     """Where the world is and which episodes to play."""
 
     url: str = DEFAULT_SERVER
-    """The bigworld server (its OpenEnv endpoint is ``{url}/openenv``)."""
+    """The bigworld server."""
     token: str = ""
-    """A policy agent's bearer token: its avatar plays every episode."""
+    """A policy agent's bearer token: its avatars play every episode."""
     family: str | None = "go_to"
     """The task family each episode asks for (None: the forge's choice)."""
     episodes: int = Field(8, ge=1)
@@ -114,83 +120,111 @@ class BigWorldEnvConfig(vf.EnvConfig):
     )
 
 
+class _Player:
+    """One token's client; its concurrent rollouts' steps, sent together; and its seats, as
+    many as its agent may hold open episodes (read once, on the first rollout)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.client = AsyncBigWorldClient(url, token)
+        self.batcher = StepBatcher(self.client)
+        self._seats: asyncio.Semaphore | None = None
+        self._reading = asyncio.Lock()
+
+    async def seats(self) -> asyncio.Semaphore:
+        async with self._reading:
+            if self._seats is None:
+                self._seats = asyncio.Semaphore((await self.client.me()).max_open_episodes)
+        return self._seats
+
+
 class BigWorldEnv(vf.Env[BigWorldEnvConfig]):
-    """One task, one episode: the world answers each of the model's turns with a step.
-    Episodes of one token play one after another: its avatar holds one open episode."""
+    """One task, one episode: the world answers each of the model's turns with a step. A
+    token plays as many episodes at once as its agent may hold open; its concurrent rollouts'
+    steps go to the world in batches."""
 
     def __init__(self, config: BigWorldEnvConfig) -> None:
         super().__init__(config)
-        self._avatars: dict[str, asyncio.Lock] = {}  # token → its avatar's turn
+        self._players: dict[tuple[str, str], _Player] = {}  # (url, token) → its player
 
     async def run(self, task: BigWorldTask, agents: Any) -> None:
-        async with self._avatars.setdefault(task.data.token, asyncio.Lock()):
-            await self._play(task, agents)
-
-    async def _play(self, task: BigWorldTask, agents: Any) -> None:
         data = task.data
-        async with BigWorldOpenEnv(base_url=f"{data.url}/openenv") as env:
-            result = await env.reset(token=data.token, family=data.family)
-            first = result.observation
-            task_text = first_observation_task(first.text)
-            text, admissible = first.text, first.admissible_actions
-            history: list[Turn] = []
-            parse_failures = 0
+        player = self._players.get((data.url, data.token))
+        if player is None:
+            player = self._players[(data.url, data.token)] = _Player(data.url, data.token)
+        async with await player.seats():  # released as the episode ends
+            trace, episode_id = await self._play(task, agents, player)
+        votes = await episode_votes(player.client, episode_id, data.votes_wait_s)
+        if votes is not None:
+            trace.record_reward("votes", votes, data.lam)
+
+    async def stop(self) -> None:
+        """Close the players' clients."""
+        for player in self._players.values():
+            await player.client.aclose()
+        self._players.clear()
+
+    async def _play(self, task: BigWorldTask, agents: Any, player: _Player) -> tuple[vf.Trace, int]:
+        """Play the task's episode; its trace (its outcome and info recorded) and its id."""
+        data = task.data
+        start = await player.client.begin_episode(family=data.family)
+        text, admissible = start.observation, start.admissible_actions
+        history: list[Turn] = []
+        parse_failures = 0
+        result: StepOut | None = None
+        try:
             async with agents.player.interaction(task) as interaction:
-                prompt = policy_prompt(task_text, history, text, admissible)
+                prompt = policy_prompt(start.task.text, history, text, admissible)
                 segment = await interaction.turn(prompt)
-                # a terminated segment (the agent's caps) ends the episode too: closing the
-                # session abandons it
-                while not segment.terminated:
+                while not segment.terminated:  # the agent's caps end the interaction early
                     answer = segment.last_reply or ""
                     parsed = parse_choice(answer, len(admissible))
                     parse_failures += not parsed.ok
                     action = admissible[parsed.value or 0]
-                    result = await env.step(
-                        BigWorldAction(
-                            action=action,
-                            policy_version=data.policy_version,
-                            prompt=prompt,
-                            completion=answer,
-                            parse_failed=not parsed.ok,
-                            mode="generate",
-                        )
+                    record = {
+                        "policy_version": data.policy_version,
+                        "prompt": prompt,
+                        "completion": answer,
+                        "parse_failed": not parsed.ok,
+                        "mode": "generate",
+                    }
+                    result = await player.batcher.step(
+                        start.episode_id, len(history) + 1, action, record
                     )
-                    history.append(Turn(action, result.observation.text))
+                    history.append(Turn(action, result.observation))
                     if result.done:
                         break
-                    text = result.observation.text
-                    admissible = result.observation.admissible_actions
-                    prompt = policy_prompt(task_text, history, text, admissible)
+                    text, admissible = result.observation, result.admissible_actions
+                    prompt = policy_prompt(start.task.text, history, text, admissible)
                     segment = await interaction.turn(prompt)
+        finally:
+            if result is None or not result.done:  # the interaction ended first, or failed
+                with contextlib.suppress(ConflictError):  # it ended meanwhile
+                    await player.client.abandon(start.episode_id)
         trace = interaction.trace
-        outcome = 1.0 if (result.reward or 0) > 0 else -1.0
-        trace.record_reward("outcome", outcome)
+        trace.record_reward("outcome", 1.0 if result is not None and result.success else -1.0)
         trace.info.update(
-            episode_id=first.episode_id,
+            episode_id=start.episode_id,
             steps=len(history),
             parse_failures=parse_failures,
-            done=result.done,
+            done=result is not None and result.done,
         )
-        votes = await episode_votes(data.url, data.token, first.episode_id, data.votes_wait_s)
-        if votes is not None:
-            trace.record_reward("votes", votes, data.lam)
+        return trace, start.episode_id
 
 
-async def episode_votes(url: str, token: str, episode_id: int, wait_s: float) -> float | None:
+async def episode_votes(
+    client: AsyncBigWorldClient, episode_id: int, wait_s: float
+) -> float | None:
     """The mean vote (+1/-1) of the reward agents' judgments of an episode's steps, waiting up
     to ``wait_s`` for its first; None when none came."""
     deadline = time.monotonic() + wait_s
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
-        while True:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-            answer.raise_for_status()
-            scores = [j["score"] for j in answer.json()["judgments"] if j["score"] is not None]
-            if scores:
-                return sum(scores) / len(scores)
-            if time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(0.5)
+    while True:
+        judgments = (await client.episode(episode_id))["judgments"]
+        scores = [j["score"] for j in judgments if j["score"] is not None]
+        if scores:
+            return sum(scores) / len(scores)
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.5)
 
 
 def load_environment(

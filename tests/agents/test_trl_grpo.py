@@ -1,8 +1,10 @@
-"""TRL's GRPOTrainer trains the tiny policy on the world through OpenEnv sessions (design §7).
+"""TRL's GRPOTrainer trains the tiny policy on the world over the REST API (design §7).
 
 A short run of the real library (a few GRPO steps): the episodes it played are in the world,
-each step under the policy version TRL's run published. Needs the ``interop`` extra: without
-it these tests skip, except under ``CI=true`` where they fail (``make test`` installs it).
+each step under the policy version TRL's run published. A token whose agent may hold several
+episodes open plays them at once, each turn's steps in one ``POST /v1/steps``. Needs the
+``interop`` extra: without it these tests skip, except under ``CI=true`` where they fail
+(``make test`` installs it).
 """
 
 from __future__ import annotations
@@ -11,21 +13,21 @@ import importlib.util
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from live import ROOT, LiveServer, readme_snippets
 
-from agents.client import BigWorldClient
+from agents.client import BigWorldClient, Reply, Request
 from world.schemas import AgentCreated
 
-if importlib.util.find_spec("trl") is None or importlib.util.find_spec("openenv") is None:
+if importlib.util.find_spec("trl") is None:
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(
-            "CI=true but trl or openenv-core is not installed (make interop)", pytrace=False
-        )
+        pytest.fail("CI=true but trl is not installed (make interop)", pytrace=False)
     pytest.skip("needs the interop extra (make interop)", allow_module_level=True)
 
 from datasets import Dataset  # noqa: E402
@@ -109,17 +111,12 @@ def test_grpo_trains_on_world_episodes_under_the_versions_it_published(
 def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
     server: LiveServer, make_agent: Callable[..., AgentCreated], tiny_models: dict[str, Path]
 ) -> None:
-    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"])
-    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    trainer = trainer_view(tiny_models["policy"], 3)
+    tokenizer = trainer.processing_class
+    # the agent may hold one episode open (the default): they are played one at a time
     rollouts = WorldRollouts(server.url, [make_agent().token], family="go_to", seed=1)
-
-    class Trainer:  # what rollout_func reads of TRL's trainer
-        num_generations = num_generations_eval = 3
-        processing_class = tokenizer
-
-    Trainer.model = model  # type: ignore[attr-defined]
     try:
-        out: dict[str, Any] = rollouts(["go_to"] * 6, Trainer())
+        out: dict[str, Any] = rollouts(["go_to"] * 6, trainer)
     finally:
         rollouts.close()
     assert {len(out[k]) for k in out} == {6}
@@ -130,6 +127,96 @@ def test_a_group_is_decisions_at_one_step_index_with_their_episodes_outcomes(
     eos = tokenizer.eos_token_id
     for ids, logprobs in zip(out["completion_ids"], out["logprobs"], strict=True):
         assert ids[-1] == eos and len(logprobs) == len(ids) and max(logprobs) <= 0.0
+
+
+def test_a_token_plays_as_many_episodes_at_once_as_its_agent_may_in_batches(
+    server: LiveServer,
+    admin: BigWorldClient,
+    tiny_models: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = admin.create_agent(f"fleet-{uuid.uuid4().hex[:8]}", "policy", max_open_episodes=4)
+    batches = sent_steps(monkeypatch)
+    rollouts = WorldRollouts(server.url, [fleet.token], family="go_to", seed=2)
+    try:
+        out = rollouts(["go_to"] * 8, trainer_view(tiny_models["policy"], 2))
+    finally:
+        rollouts.close()
+    assert {len(out[k]) for k in out} == {8}
+
+    # The first turn steps 4 episodes in one request; every step went in a batch, and there
+    # were fewer requests than steps.
+    assert [(s["episode_id"], s["step"]) for s in batches[0]] == [
+        (e, 1) for e in sorted({s["episode_id"] for s in batches[0]})
+    ]
+    assert len(batches[0]) == 4 == max(len(b) for b in batches)
+    steps = [s for batch in batches for s in batch]
+    assert len(steps) == sum(p.steps for p in rollouts.played) > len(batches)
+    # Every episode ended (those still open once the groups were full were played out), and
+    # the world recorded each step as it was sent, with the rollouts' version, prompt,
+    # completion, mode and temperature.
+    assert not list(admin.episodes(agent=fleet.id, status="open"))
+    sent = {(s["episode_id"], s["step"]): s for s in steps}
+    for played in rollouts.played:
+        detail = admin.episode(played.episode_id)
+        assert detail["status"] == ("succeeded" if played.success else "failed")
+        assert len(detail["steps"]) == played.steps
+        for step in detail["steps"]:
+            ours = sent[(played.episode_id, step["step"])]
+            for key in ("action", "policy_version", "prompt", "completion", "mode"):
+                assert step[key] == ours[key]
+            assert (step["policy_version"], step["mode"], step["temperature"]) == (
+                "init",
+                "rank",
+                1.0,
+            )
+
+
+def test_at_once_caps_the_open_episodes_and_close_abandons_them(
+    server: LiveServer,
+    admin: BigWorldClient,
+    tiny_models: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = admin.create_agent(f"fleet-{uuid.uuid4().hex[:8]}", "policy", max_open_episodes=4)
+    batches = sent_steps(monkeypatch)
+    trainer = trainer_view(tiny_models["policy"], 2)
+    rollouts = WorldRollouts(server.url, [fleet.token], family="go_to", seed=3, at_once=2)
+    try:
+        rollouts.play(trainer.model, trainer.processing_class)
+        held = {e["id"] for e in admin.episodes(agent=fleet.id, status="open")}
+    finally:
+        rollouts.close()
+    assert [len(b) for b in batches] == [2]
+    assert held <= {s["episode_id"] for s in batches[0]}
+    assert not list(admin.episodes(agent=fleet.id, status="open"))
+    assert all(admin.episode(e)["status"] == "abandoned" for e in held)
+
+
+def trainer_view(model_dir: Path, group: int) -> Any:
+    """What rollout_func reads of TRL's trainer: the model, its tokenizer, the group size."""
+    return SimpleNamespace(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        num_generations=group,
+        num_generations_eval=group,
+    )
+
+
+def sent_steps(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, Any]]]:
+    """The steps of each ``POST /v1/steps`` the clients send from now on; a step sent alone
+    (``POST /v1/episodes/{id}/steps``) fails the test."""
+    batches: list[list[dict[str, Any]]] = []
+    send = BigWorldClient.send
+
+    def counting(client: BigWorldClient, request: Request) -> Reply:
+        assert not (request.path.startswith("/v1/episodes/") and request.path.endswith("/steps"))
+        if request.path == "/v1/steps":
+            batches.append(request.json)
+        return send(client, request)
+
+    monkeypatch.setattr(BigWorldClient, "send", counting)
+    return batches
 
 
 @pytest.mark.slow
