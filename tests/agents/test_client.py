@@ -15,7 +15,7 @@ import httpx
 import pytest
 from live import start_server
 
-from agents.client import AsyncBigWorldClient, BigWorldClient, RetryPolicy
+from agents.client import AsyncBigWorldClient, BigWorldClient, RetryPolicy, StepBatcher
 from agents.errors import (
     AuthenticationError,
     ConflictError,
@@ -26,6 +26,7 @@ from agents.errors import (
     UnreachableError,
     ValidationError,
 )
+from world.schemas import MAX_BATCH_STEPS
 
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=1.0, jitter=0.0)
 TASK = {"id": "t1", "family": "pick_and_place", "params": {}, "text": "put a mug on the desk"}
@@ -424,6 +425,105 @@ def test_async_client_retries_and_replays_like_the_sync_one():
     assert start.episode_id == 101
     assert server.applied == ["look"]
     assert (result.step, result.observation) == (1, "obs 1")
+
+
+class FakeBatches:
+    """A fake ``POST /v1/steps``: a step is applied when its index is one more than its
+    episode's last, else refused alone with 409. ``hold``, while set, keeps the answers back."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[dict]] = []
+        self.last: dict[int, int] = {}
+        self.hold: asyncio.Event | None = None
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        steps = json.loads(request.content)
+        self.batches.append(steps)
+        if self.hold is not None:
+            await self.hold.wait()
+        return httpx.Response(200, json={"items": [self._answer(s) for s in steps]})
+
+    def _answer(self, step: dict) -> dict:
+        episode, index = step["episode_id"], step["step"]
+        if index != self.last.get(episode, 0) + 1:
+            error = {"code": "step_out_of_order", "message": "stale index", "details": None}
+            return {"status": 409, "error": error}
+        self.last[episode] = index
+        result = {
+            "step": index,
+            "observation": f"episode {episode} step {index}",
+            "admissible_actions": ["look"],
+            "done": False,
+            "success": False,
+            "outcome": None,
+            "tick": 1,
+        }
+        return {"status": 200, "result": result}
+
+
+def batcher(server: FakeBatches) -> StepBatcher:
+    client = AsyncBigWorldClient(
+        "http://bigworld.test", "tok", retry=FAST, transport=httpx.MockTransport(server)
+    )
+    return StepBatcher(client)
+
+
+def test_step_batcher_sends_concurrent_steps_in_one_request():
+    server = FakeBatches()
+
+    async def play() -> list:
+        steps = batcher(server)
+        return await asyncio.gather(
+            *(steps.step(e, 1, "look", {"policy_version": "v"}) for e in (1, 2, 3))
+        )
+
+    results = asyncio.run(play())
+    assert [r.observation for r in results] == [f"episode {e} step 1" for e in (1, 2, 3)]
+    assert server.batches == [
+        [{"policy_version": "v", "episode_id": e, "step": 1, "action": "look"} for e in (1, 2, 3)]
+    ]
+
+
+def test_step_batcher_raises_a_refused_step_to_its_caller_only():
+    server = FakeBatches()
+    server.last = {2: 3}  # episode 2 is at step 3: a step 1 is stale
+
+    async def play() -> list:
+        steps = batcher(server)
+        return await asyncio.gather(
+            *(steps.step(e, 1, "look") for e in (1, 2, 3)), return_exceptions=True
+        )
+
+    first, stale, third = asyncio.run(play())
+    assert len(server.batches) == 1
+    assert isinstance(stale, ConflictError) and (stale.status, stale.code) == (
+        409,
+        "step_out_of_order",
+    )
+    assert (first.observation, third.observation) == ("episode 1 step 1", "episode 3 step 1")
+
+
+def test_step_batcher_sends_a_lone_step_at_once_and_gathers_those_asked_meanwhile():
+    server = FakeBatches()
+
+    async def play() -> tuple[float, list]:
+        steps = batcher(server)
+        began = time.monotonic()
+        await steps.step(1, 1, "look")
+        alone = time.monotonic() - began
+        server.hold = asyncio.Event()
+        first = asyncio.ensure_future(steps.step(1, 2, "look"))
+        while not server.batches[1:]:  # the second batch is in flight
+            await asyncio.sleep(0.001)
+        rest = [asyncio.ensure_future(steps.step(e, 1, "look")) for e in range(2, 2 + 300)]
+        await asyncio.sleep(0.05)
+        server.hold.set()
+        return alone, await asyncio.gather(first, *rest)
+
+    alone, results = asyncio.run(play())
+    assert alone < 0.1  # a window of milliseconds, not a wait for company
+    assert [len(b) for b in server.batches] == [1, 1, MAX_BATCH_STEPS, 300 - MAX_BATCH_STEPS]
+    assert [r.step for r in results] == [2] + [1] * 300
 
 
 # --- against a live server -------------------------------------------------------------------

@@ -46,6 +46,13 @@ STEPS = 3
 GROUP = 2  # decisions per GRPO group
 
 
+@pytest.fixture(scope="module")
+def server(own_server: LiveServer) -> LiveServer:
+    """This module's own server: the go_to episodes it plays by the dozen would change other
+    modules' draws."""
+    return own_server
+
+
 def grpo(
     model_dir: Path, rollouts: WorldRollouts, publish: PublishVersions, out: Path
 ) -> GRPOTrainer:
