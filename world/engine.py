@@ -49,7 +49,9 @@ class View:
         self.place: Place = world.place(avatar.place)
         self.things = world.things_at(avatar.place)
         self.held = world.inventory(avatar.id)
-        self.others = [a for a in world.avatars_at(avatar.place) if a.id != avatar.id]
+        # the others named (and reachable by give), and how many more stand here
+        self.others, crowd = world.crowd(avatar.place, avatar.id, self.rules.crowd_shown)
+        self.unnamed = crowd - len(self.others)
         self._indexes: dict[int, tuple[list[Thing], dict[str, Thing]]] = {}  # by id(pool)
         by_id = {t.id: t for t in self.things}
         self.receptacles = [t for t in self.things if t.kind == "receptacle"]
@@ -115,8 +117,11 @@ def describe(view: View) -> str:
     ]
     for receptacle in view.receptacles:
         lines.append(_receptacle_text(view, receptacle))
-    if view.others:
+    if view.others or view.unnamed:
         names = ", ".join(a.name for a in view.others)
+        if view.unnamed:
+            counted = f"{view.unnamed} other{'s' if view.unnamed > 1 else ''}"
+            names = f"{names} and {counted}" if names else counted
         lines.append(f"Also here: {names}.")
     lines.append(f"From here you can go to {', '.join(place.exits)}.")
     return " ".join(line for line in lines if line)

@@ -186,6 +186,9 @@ class Rules:
     # Inventory slots of every avatar (a stack fills one). Each held thing adds a dozen
     # ``put X in Y`` actions to every admissible list, so few slots keep prompts short.
     avatar_capacity: int = 3
+    # Other avatars an observation names (by id) and ``give`` may reach; the rest of a crowd
+    # is counted, so that a fleet's avatars at the origin do not fill every prompt.
+    crowd_shown: int = 8
 
     def kind_of(self, type_name: str) -> str:
         """``object``, ``receptacle`` or ``resource``."""
@@ -336,6 +339,7 @@ def load_rules(data_dir: Path = DATA_DIR) -> Rules:
         regions,
         dynamics["dynamics.yaml"],
         avatar_capacity=avatar.get("capacity", Rules.avatar_capacity),
+        crowd_shown=avatar.get("crowd_shown", Rules.crowd_shown),
     )
     _check(rules)
     return rules
@@ -345,6 +349,9 @@ def _check(rules: Rules) -> None:
     capacity = rules.avatar_capacity
     if type(capacity) is not int or capacity < 1:
         raise RulesError(f"expected avatar capacity as an int >= 1, got {capacity!r}")
+    shown = rules.crowd_shown
+    if type(shown) is not int or shown < 0:
+        raise RulesError(f"expected avatar crowd_shown as an int >= 0, got {shown!r}")
     names = [*rules.objects, *rules.receptacles, *rules.resources]
     if len(names) != len(set(names)):
         raise RulesError("expected type names unique across objects, receptacles and resources")

@@ -42,6 +42,11 @@ class Backend(Protocol):
         """The avatars standing in any of ``places``."""
         ...
 
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        """The first ``limit`` avatars by id standing in ``place`` but ``without``, and how
+        many stand there but it (:func:`crowd_of` over :meth:`load_avatars_in` does)."""
+        ...
+
     def save(self, changes: ChangeSet) -> None: ...
     def next_tick(self, tick: int) -> int:
         """The tick an advance to ``tick`` reaches: ``tick`` itself, or later where the store
@@ -329,6 +334,16 @@ class World:
             (a for a in self._avatars.values() if a.place == place_id), key=lambda a: a.id
         )
 
+    def crowd(self, place_id: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        """The first ``limit`` avatars by id standing in ``place_id`` but ``without``, and how
+        many stand there but it: from memory where the place's crowd is loaded, else with a
+        read of those few alone (a step's view of a fleet's thousand avatars at the origin).
+        Only ``without`` may have moved in this transaction: a step moves its actor alone."""
+        if place_id in self._loaded_crowds:
+            return crowd_of(self.avatars_at(place_id), without, limit)
+        named, total = self.backend.load_crowd(place_id, without, limit)
+        return [self._avatars.setdefault(a.id, a) for a in named], total
+
     def gather_crowds(self, place_ids: Sequence[str]) -> None:
         """Load the avatars standing in these places, with one read for all those not loaded
         yet (a planner's snapshot asks for every place of several regions)."""
@@ -448,6 +463,12 @@ def _by_id(thing: Thing) -> int:
     return thing.id
 
 
+def crowd_of(avatars: Iterable[Avatar], without: str, limit: int) -> tuple[list[Avatar], int]:
+    """:meth:`Backend.load_crowd` over all the avatars standing in one place."""
+    others = sorted((a for a in avatars if a.id != without), key=lambda a: a.id)
+    return others[:limit], len(others)
+
+
 class MemoryBackend:
     """Keeps a whole world in dictionaries. Loaders hand out the stored objects themselves,
     so an in-memory world needs no copying; :meth:`clone` gives an independent copy."""
@@ -503,6 +524,9 @@ class MemoryBackend:
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         wanted = set(places)
         return [a for a in self.avatars.values() if a.place in wanted]
+
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        return crowd_of(self.load_avatars_in([place]), without, limit)
 
     def next_tick(self, tick: int) -> int:
         return tick

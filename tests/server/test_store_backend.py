@@ -12,7 +12,8 @@ from migrations import at_head, upgrade_to_head
 from world import engine
 from world.replay import replay
 from world.snapshot import Snapshot
-from world.state import MemoryBackend, World
+
+from world.state import ORIGIN, MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.history import image_at
 from world.store.models import EventRow
@@ -97,6 +98,26 @@ def test_sql_backend_matches_memory_backend(db) -> None:
         assert list(stored.places.items()) == list(held.places.items())
         assert list(stored.things.items()) == list(held.things.items())
         assert stored.avatars == held.avatars
+
+
+def test_a_crowd_is_read_alike_from_the_database_and_from_memory(db) -> None:
+    """A step reads the first few of a place's crowd and their count (the index's work on
+    SQL): the same avatars, in id order, and the same count as the in-memory backend."""
+    memory = MemoryBackend(SEED)
+    ids = [f"bee{k:02d}" for k in (5, 1, 9, 3, 7, 2, 8)]  # joined out of id order
+    for avatar in ids:
+        _apply(World(memory), None, avatar)
+        _run_sql(db, avatar, [None])
+    with db() as session:
+        stored = SqlBackend(session)
+        for without, limit in (("bee03", 3), ("nobody", 10), ("bee01", 0)):
+            here = memory.load_crowd(ORIGIN, without, limit)
+            there = stored.load_crowd(ORIGIN, without, limit)
+            assert [a.id for a in there[0]] == [a.id for a in here[0]]
+            assert there[1] == here[1]
+        named, total = stored.load_crowd(ORIGIN, "bee03", 3)
+        assert [a.id for a in named] == ["bee01", "bee02", "bee05"] and total == 6
+        assert stored.load_crowd("0,0:1", "bee03", 3) == ([], 0)
 
 
 def test_replay_of_the_log_gives_the_live_hash(db) -> None:

@@ -12,6 +12,7 @@ from world import engine
 from world.actions import Action
 from world.engine import NOTHING, View
 from world.state import MemoryBackend, World
+from world.rules import default_rules
 
 KITCHEN = "0,0:2"  # kitchen 1 of the origin village, where the ``sim`` fixture's Alice stands
 LIVING_ROOM = "0,0:1"
@@ -401,6 +402,23 @@ def test_give(sim) -> None:
     assert "Also here: Bob." in sim.observe("a").text
     assert accepted(sim, "a", f"give {mug.label} to bob") == f"You give the {mug.label} to Bob."
     assert sim.thing(mug.id).holder == "b"
+
+
+def test_a_crowd_is_named_up_to_the_rule_and_counted_beyond_it(sim) -> None:
+    """A fleet's avatars stand together: an observation names the first ``crowd_shown`` others
+    (by id) and counts the rest, and give reaches only those named, as the admissible list
+    says."""
+    shown = default_rules().crowd_shown
+    for k in range(shown + 3):
+        sim.join(f"b{k:02d}", f"Bee{k:02d}", KITCHEN)
+    mug = sim.spawn("mug", holder="a")
+    seen = sim.observe("a")
+    named = ", ".join(f"Bee{k:02d}" for k in range(shown))
+    assert f"Also here: {named} and 3 others." in seen.text
+    gives = {a for a in seen.admissible if a.startswith("give ")}
+    assert gives == {f"give {mug.label} to bee{k:02d}" for k in range(shown)}
+    rejected(sim, "a", f"give {mug.label} to bee{shown:02d}")  # here, but not named
+    accepted(sim, "a", f"give {mug.label} to bee00")
 
 
 def test_give_impossible(sim) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, select, update
+from sqlalchemy import Column, Connection, Integer, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -117,6 +117,13 @@ class SqlBackend:
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
+
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        rows = _crowd(max(limit, 1)).rows(
+            self.session.connection(), {"place": place, "me": without}
+        )
+        total = rows[0][CROWD.name] if rows else 0
+        return [self._hand_avatar(r) for r in rows[:limit]], total
 
     # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
     def next_tick(self, tick: int) -> int:
@@ -327,6 +334,25 @@ def _select_by(table_name: str, columns: tuple[str, ...]) -> Statement:
     table = Base.metadata.tables[table_name]
     where = (table.c[c] == bindparam(c) for c in columns)
     return Statement(select(table).where(*where), table.columns)
+
+
+CROWD = Column("crowd", Integer)  # how many stand there
+
+
+@lru_cache(maxsize=8)
+def _crowd(limit: int) -> Statement:
+    """The first ``limit`` avatars by id in ``place`` but ``me``, each row with how many stand
+    there but ``me`` (both from the index on place and id)."""
+    table = AvatarRow.__table__
+    there = (table.c.place == bindparam("place"), table.c.id != bindparam("me"))
+    counted = select(func.count()).select_from(table).where(*there).scalar_subquery()
+    stmt = (
+        select(*table.columns, counted.label(CROWD.name))
+        .where(*there)
+        .order_by(table.c.id)
+        .limit(limit)
+    )
+    return Statement(stmt, (*table.columns, CROWD))
 
 
 @lru_cache(maxsize=256)

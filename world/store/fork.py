@@ -23,7 +23,7 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
-from world.state import Backend
+from world.state import Backend, crowd_of
 from world.store.backend import SqlBackend, WorldRow, newest_event_after
 from world.store.database import is_sqlite
 from world.store.models import EventRow, RemovedThingRow, ThingRow, WorldMetaRow
@@ -184,6 +184,10 @@ class ForkBackend:
         return [own[key] for key in sorted(own)]
 
     # -- the clock, the counters and saving: the fork's own -------------------------------
+
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        return crowd_of(self.load_avatars_in([place]), without, limit)
+
     def next_tick(self, tick: int) -> int:
         return self.own.next_tick(tick)
 

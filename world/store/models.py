@@ -141,10 +141,13 @@ class RemovedThingRow(Base):
 
 class AvatarRow(Base):
     __tablename__ = "avatars"
+    # A place's crowd in id order, and its count, read from the index alone
+    # (``SqlBackend.load_crowd``): a fleet's avatars may stand by the thousand in one place.
+    __table_args__ = (Index("ix_avatars_place_id", "place", "id"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(64))
-    place: Mapped[str] = mapped_column(String(64), index=True)
+    place: Mapped[str] = mapped_column(String(64))
     capacity: Mapped[int] = mapped_column(Integer)
     attrs: Mapped[dict[str, Any]]
 

@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
-from world.state import Backend
+from world.state import Backend, crowd_of
 from world.store.backend import SqlBackend, newest_event_after, read_world
 from world.store.errors import StoreError
 from world.store.models import EventEntityRow, EventRow
@@ -209,6 +209,9 @@ class PastBackend:
             _copy_avatar(a) for a in self._avatars.values() if a is not None and a.place in wanted
         ]
         return sorted([*stored, *then], key=lambda a: a.id)
+
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        return crowd_of(self.load_avatars_in([place]), without, limit)
 
     def _things_where(self, stored: Iterable[Thing], then: Callable[[Thing], bool]) -> list[Thing]:
         """``stored`` things unchanged since the tick, and the images of changed ones that
@@ -441,6 +444,9 @@ class KeptPast:
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         found = self._in_places(self.kept.crowds, places, lambda ps: self.past.load_avatars_in(ps))
         return [self._avatar(found[key]) for key in sorted(found)]
+
+    def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        return crowd_of(self.load_avatars_in([place]), without, limit)
 
     def _in_places(
         self,
