@@ -167,19 +167,17 @@ def _free_avatar(
 ) -> str:
     """The first of the caller's avatars without an open episode (idle ones are abandoned
     first); an agent at its limit is refused."""
-    current = []
-    for episode in records.open_episodes(session=session, agent_id=caller.id):
-        if _idle(runtime, episode, now):
-            _abandon(runtime, session, world, episode, now)
-        else:
-            current.append(episode)
+    before = now - runtime.settings.episode_idle_timeout_s
+    for episode in records.idle_episodes(session=session, before=before, agent_id=caller.id):
+        _abandon(runtime, session, world, episode, now)
+    current = records.open_avatars(session=session, agent_id=caller.id)
     limit = caller.max_open_episodes
     if len(current) >= limit:
         if limit == 1:
             raise Conflict(
                 "this avatar already has an open episode",
                 code=ErrorCode.EPISODE_OPEN,
-                details={"episode_id": current[0].id},
+                details={"episode_id": current[0][0]},
             )
         raise RateLimited(
             f"expected at most {limit} open episodes for this agent, got a begin with "
@@ -187,7 +185,7 @@ def _free_avatar(
             code=ErrorCode.OPEN_EPISODE_LIMIT,
             details={"limit": limit, "open": len(current)},
         )
-    busy = {episode.avatar_id for episode in current}
+    busy = {avatar for _, avatar in current}
     return next(avatar for avatar in avatars_of(caller) if avatar not in busy)
 
 
