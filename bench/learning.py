@@ -476,7 +476,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 min_samples=args.min_samples,
                 max_samples=args.max_samples,
                 lam=args.lam,
-                rank_uniform_groups=not args.drop_uniform,
+                rank_uniform_groups=args.rank_uniform,
                 per_episode=args.per_episode,
                 lr=args.lr,
                 device="cpu",
@@ -684,9 +684,9 @@ def main() -> int:
         "--lam", type=float, default=TrainConfig.lam, help="λ: the step votes' weight (voted arms)"
     )
     parser.add_argument(
-        "--drop-uniform",
+        "--rank-uniform",
         action="store_true",
-        help="voted arms: give up a group that all failed or all succeeded, as outcome-only does",
+        help="voted arms: rank a group that all failed or all succeeded by its votes (runs a-g)",
     )
     parser.add_argument(
         "--per-episode",

@@ -49,7 +49,7 @@ class TrainConfig:
         4, "a uniform group this big is ranked by its votes, or given up without"
     )
     rank_uniform_groups: bool = option(
-        True, "with votes, a complete group that all failed or all succeeded is ranked by them"
+        False, "with votes, rank a complete group that all failed or all succeeded by them"
     )
     per_episode: bool = option(
         False, "every episode weighs the same in an update (else every decision does)"

@@ -6,9 +6,11 @@ Rollouts are grouped by (task, policy version) — or, in a world that never res
 same task rarely meets the same start twice, by (family, the oracle's plan length at the start,
 policy version): like is compared with like. R is standardised at each step index across the
 group's rollouts that reached it. Groups too small to compare and samples whose advantage is
-zero are dropped, and so, outcome-only, are groups whose rollouts all succeeded or all failed.
-With votes such a group still ranks its steps: where outcomes are sparse, most groups failed
-throughout, and the votes are then the only signal there is.
+zero are dropped, and so are groups whose rollouts all succeeded or all failed, unless asked to
+rank them by their votes (``rank_uniform``). Where outcomes are sparse most groups fail
+throughout, so ranking them gives the votes far more samples than the groups with a success;
+on go_to_4 that made even the oracle's votes lose to outcome-only, and giving them up did not
+(docs/benchmarks/closed-loop.md).
 
 Reward model: vote j on step i earns ``R_i·S_ij`` (an unparseable vote earns −2), standardised
 among the m votes of that step; only groups whose accuracy lies in the window contribute.
@@ -76,7 +78,7 @@ class Tally:
 
     groups: int = 0  # groups that gave samples
     small_groups: int = 0  # fewer rollouts than the minimum
-    uniform_groups: int = 0  # all succeeded or all failed (policy; kept with votes)
+    uniform_groups: int = 0  # all succeeded or all failed (policy; kept when ranked by votes)
     outside_window: int = 0  # accuracy outside the window (reward model)
     zero_samples: int = 0  # advantage zero
     samples: int = 0
@@ -145,17 +147,15 @@ def policy_advantages(
     integrated: bool = True,
     by: str = "task",
     min_group_size: int = 2,
-    rank_uniform: bool | None = None,
+    rank_uniform: bool = False,
     per_episode: bool = False,
 ) -> tuple[list[Advantage], Tally]:
     """Step-index standardised advantages of the policy's answers, after the filters.
 
-    ``rank_uniform``: whether a group that all succeeded or all failed gives samples (ranked
-    by its votes); None: when ``integrated``. ``per_episode``: scale each advantage by
+    ``rank_uniform``: whether a group that all succeeded or all failed gives samples, ranked
+    by its votes (``integrated`` only; outcome-only every reward in it is the same). ``per_episode``: scale each advantage by
     ``(samples / episodes) / (the episode's samples)``, so that every episode weighs the same
     in the update whatever its length, and the update's total weight is unchanged."""
-    if rank_uniform is None:
-        rank_uniform = integrated
     out: list[Advantage] = []
     tally = Tally()
     for group in group_rollouts(rollouts, by).values():
@@ -165,7 +165,7 @@ def policy_advantages(
         wins = sum(r.success for r in group)
         if wins in (0, len(group)):
             tally.uniform_groups += 1
-            if not rank_uniform:  # outcome-only, every reward is the same: nothing to compare
+            if not (rank_uniform and integrated):
                 continue
         tally.groups += 1
         tally.accuracies.append(wins / len(group))

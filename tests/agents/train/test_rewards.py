@@ -97,23 +97,24 @@ def test_groups_split_by_task_and_version_and_the_filters_drop_what_has_no_signa
     assert tally.small_groups == 1
 
 
-def test_with_votes_a_group_that_all_failed_still_ranks_its_steps() -> None:
-    """Where outcomes are sparse most groups fail throughout: outcome-only learns nothing from
-    them, and the votes must still push the voted-up step's probability up and the other's
-    down (a uniform group used to be dropped in every mode, so step credit gave nothing)."""
+def test_with_votes_a_group_that_all_failed_ranks_its_steps_only_when_asked() -> None:
+    """Outcome-only learns nothing from a group that failed throughout; ranked by its votes
+    (``rank_uniform``), the voted-up step's probability goes up and the other's down; by
+    default such a group is given up with votes too."""
     failed = [
         rollout(1, -1, ((1, 1, 1), (1, 1, -1))),  # both steps voted good
         rollout(2, -1, ((-1, -1, -1), (1, 1, -1))),  # its first step voted bad
     ]
     none, tally = policy_advantages(failed, integrated=False)
     assert none == [] and tally.uniform_groups == 1
-    ranked, tally = policy_advantages(failed, integrated=True)
+    ranked, tally = policy_advantages(failed, integrated=True, rank_uniform=True)
     assert tally.uniform_groups == 1 and tally.groups == 1
     assert found(ranked) == pytest.approx({(1, 1): 1.0, (2, 1): -1.0})  # step 2: a tie
-    given_up, tally = policy_advantages(failed, integrated=True, rank_uniform=False)
+    given_up, tally = policy_advantages(failed, integrated=True)  # the default
     assert given_up == [] and (tally.uniform_groups, tally.groups) == (1, 0)
     succeeded = [rollout(3, 1, ((1, 1, 1),)), rollout(4, 1, ((1, -1, -1),))]
-    assert found(policy_advantages(succeeded)[0]) == pytest.approx({(3, 1): 1.0, (4, 1): -1.0})
+    ranked = policy_advantages(succeeded, rank_uniform=True)[0]
+    assert found(ranked) == pytest.approx({(3, 1): 1.0, (4, 1): -1.0})
 
 
 def test_per_episode_every_episode_weighs_the_same_whatever_its_length() -> None:
@@ -124,8 +125,8 @@ def test_per_episode_every_episode_weighs_the_same_whatever_its_length() -> None
         rollout(2, -1, ((-1, -1, -1),) * 3),
         rollout(3, -1, ((1, 1, 1),) * 3),
     ]
-    plain = found(policy_advantages(group)[0])
-    weighed = found(policy_advantages(group, per_episode=True)[0])
+    plain = found(policy_advantages(group, rank_uniform=True)[0])
+    weighed = found(policy_advantages(group, rank_uniform=True, per_episode=True)[0])
     assert plain.keys() == weighed.keys() and len(plain) == 7
     for episode, steps in ((1, 1), (2, 3), (3, 3)):
         scales = [weighed[episode, i] / plain[episode, i] for i in range(1, steps + 1)]

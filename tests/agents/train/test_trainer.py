@@ -348,12 +348,12 @@ def test_groups_wait_for_signal_and_scripted_rollouts_are_not_trained_on(
     assert t.update() is None and not t.waiting
 
 
-def test_with_votes_a_group_that_all_failed_is_trained_on_once_complete(
+def test_with_votes_a_group_that_all_failed_is_trained_on_when_ranked(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
     """Outcome-only gives up a complete group whose episodes all failed; with votes it learns
-    from it (the second episode's votes are the first's flipped, so every step differs),
-    unless told to give it up too."""
+    from it when told to rank such groups (the second episode's votes are the first's
+    flipped, so every step differs), and by default gives it up too."""
     arms = (("outcome_only", True, False), ("integrated_frozen_rm", True, True))
     for mode, rank_uniform, learns in (*arms, ("integrated_frozen_rm", False, False)):
         server = FakeServer()
