@@ -12,7 +12,6 @@ from migrations import at_head, upgrade_to_head
 from world import engine
 from world.replay import replay
 from world.snapshot import Snapshot
-
 from world.state import ORIGIN, MemoryBackend, World
 from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
 from world.store.history import image_at

@@ -11,8 +11,8 @@ import pytest
 from world import engine
 from world.actions import Action
 from world.engine import NOTHING, View
-from world.state import MemoryBackend, World
 from world.rules import default_rules
+from world.state import MemoryBackend, World
 
 KITCHEN = "0,0:2"  # kitchen 1 of the origin village, where the ``sim`` fixture's Alice stands
 LIVING_ROOM = "0,0:1"
