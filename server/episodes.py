@@ -168,9 +168,14 @@ def _free_avatar(
     """The first of the caller's avatars without an open episode (idle ones are abandoned
     first); an agent at its limit is refused."""
     before = now - runtime.settings.episode_idle_timeout_s
-    for episode in records.idle_episodes(session=session, before=before, agent_id=caller.id):
-        _abandon(runtime, session, world, episode, now)
-    current = records.open_avatars(session=session, agent_id=caller.id)
+    current = []
+    for episode_id, avatar, touched in records.open_avatars(session=session, agent_id=caller.id):
+        if touched < before:  # idle (_idle's test, read from the columns)
+            idle = records.get_episode(session=session, episode_id=episode_id)
+            assert idle is not None  # read in this transaction
+            _abandon(runtime, session, world, idle, now)
+        else:
+            current.append((episode_id, avatar))
     limit = caller.max_open_episodes
     if len(current) >= limit:
         if limit == 1:

@@ -158,25 +158,24 @@ def get_episode(*, session: Session, episode_id: int) -> EpisodeRow | None:
     return session.get(EpisodeRow, episode_id)
 
 
-def open_avatars(*, session: Session, agent_id: int) -> list[tuple[int, str]]:
-    """(episode id, avatar id) of the agent's open episodes, oldest first: two columns, not
-    rows, as a fleet's agent holds a thousand."""
+def open_avatars(*, session: Session, agent_id: int) -> list[tuple[int, str, float]]:
+    """(episode id, avatar id, last touched) of the agent's open episodes, oldest first: three
+    columns, not rows, as a fleet's agent holds a thousand."""
     rows = session.execute(
-        select(EpisodeRow.id, EpisodeRow.avatar_id)
+        select(EpisodeRow.id, EpisodeRow.avatar_id, EpisodeRow.updated_at)
         .where(EpisodeRow.agent_id == agent_id, EpisodeRow.status == "open")
         .order_by(EpisodeRow.id)
     )
-    return [(int(episode), str(avatar)) for episode, avatar in rows]
+    return [(int(episode), str(avatar), float(touched)) for episode, avatar, touched in rows]
 
 
-def idle_episodes(
-    *, session: Session, before: float, agent_id: int | None = None
-) -> list[EpisodeRow]:
-    """Open episodes last touched before ``before`` (unix seconds), of one agent if given."""
-    idle = select(EpisodeRow).where(EpisodeRow.status == "open", EpisodeRow.updated_at < before)
-    if agent_id is not None:
-        idle = idle.where(EpisodeRow.agent_id == agent_id)
-    return list(session.scalars(idle))
+def idle_episodes(*, session: Session, before: float) -> list[EpisodeRow]:
+    """Open episodes last touched before ``before`` (unix seconds)."""
+    return list(
+        session.scalars(
+            select(EpisodeRow).where(EpisodeRow.status == "open", EpisodeRow.updated_at < before)
+        )
+    )
 
 
 _EPISODES = Base.metadata.tables["episodes"]
