@@ -40,7 +40,7 @@ from agents.prompts import (
 )
 from agents.versions import VersionWatcher
 from world.contract import ErrorCode
-from world.schemas import MAX_BATCH_STEPS, EpisodeStarted
+from world.schemas import MAX_BATCH_STEPS, EpisodeStarted, StepOut
 
 log = logging.getLogger("bigworld.policy")
 T = TypeVar("T")
@@ -338,18 +338,8 @@ class PolicyRunner:
     def _begin(self) -> tuple[EpisodeStarted, int, list[Turn]]:
         """Begin an episode; after a crash of this runner, resume the one it left open."""
         try:
-            return (
-                self.client.begin_episode(family=self.config.family, task=self.config.task),
-                0,
-                [],
-            )
+            return begin_near(self.client, self.config.family, self.config.task)[0], 0, []
         except ConflictError as exc:
-            if exc.code == "no_task" and self.config.family is not None:
-                log.warning(
-                    "no %s task near the avatar now; playing one of any family",
-                    self.config.family,
-                )
-                return self.client.begin_episode(), 0, []
             open_id = (
                 (exc.details or {}).get("episode_id") if isinstance(exc.details, dict) else None
             )
@@ -461,18 +451,47 @@ class PolicyRunner:
         return self.stats
 
 
+def begin_near(
+    client: BigWorldClient, family: str | None, task: Record | None = None
+) -> tuple[EpisodeStarted, bool]:
+    """An episode of ``family`` (or ``task``), and True; when the world has no task of the
+    family near the avatar, one of any family, which moves the avatar on, and False."""
+    try:
+        return client.begin_episode(family=family, task=task), True
+    except ConflictError as exc:
+        if exc.code != ErrorCode.NO_TASK or family is None:
+            raise
+        log.warning("no %s task near the avatar now; playing one of any family", family)
+        return client.begin_episode(), False
+
+
+def episodes_at_once(limit: int, at_once: int | None) -> int:
+    """How many episodes a fleet holds open: as many as its agent may (``limit``), or
+    ``at_once`` if fewer, and never more than one batch of steps."""
+    return min(limit, at_once or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
+
+
 @dataclass
-class _Playing:
-    """One open episode of a :class:`FleetRunner`, as far as it has been played: its steps
-    taken (``history``) and what the last one answered."""
+class OpenEpisode:
+    """An episode a fleet holds open (:class:`FleetRunner`, the TRL rollouts), as far as it
+    has been played: its steps taken (``history``) and what the last one answered."""
 
     start: EpisodeStarted  # as begun, or as resumed (then with its latest observation)
-    history: list[Turn]
+    history: list[Turn] = field(default_factory=list)
     observation: str = field(init=False)
     admissible: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.observation, self.admissible = self.start.observation, self.start.admissible_actions
+
+    def prompt(self) -> str:
+        """The policy's prompt for its next step."""
+        return policy_prompt(self.start.task.text, self.history, self.observation, self.admissible)
+
+    def answered(self, action: str, answer: StepOut) -> None:
+        """Keep a step taken and what it answered."""
+        self.history.append(Turn(action, answer.observation))
+        self.observation, self.admissible = answer.observation, answer.admissible_actions
 
 
 class FleetRunner(PolicyRunner):
@@ -491,17 +510,17 @@ class FleetRunner(PolicyRunner):
     ) -> None:
         super().__init__(client, policy, config)
         self.at_once = at_once
-        self.playing: dict[Id, _Playing] = {}
+        self.playing: dict[Id, OpenEpisode] = {}
 
     def run(self) -> RunnerStats:
         me = self._patiently(self.client.me)
-        size = min(me.max_open_episodes, self.at_once or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
+        size = episodes_at_once(me.max_open_episodes, self.at_once)
         for episode in self._patiently(
             lambda: list(self.client.episodes(agent=me.id, status="open"))
         ):
             start, steps = self._patiently(partial(self.client.resume, episode["id"]))
             history = [Turn(s["action"], s["observation"]) for s in steps]
-            self.playing[start.episode_id] = _Playing(start, history)
+            self.playing[start.episode_id] = OpenEpisode(start, history)
         try:
             while not self.stop.is_set():
                 self._fill(size)
@@ -528,7 +547,7 @@ class FleetRunner(PolicyRunner):
                     raise
                 log.warning("the agent holds its limit of open episodes elsewhere: %s", exc)
                 return
-            self.playing[start.episode_id] = _Playing(start, history)
+            self.playing[start.episode_id] = OpenEpisode(start, history)
 
     def _turn(self) -> None:
         """A step of every open episode, sent as one batch."""
@@ -537,10 +556,7 @@ class FleetRunner(PolicyRunner):
         steps = []
         thinking = time.perf_counter()
         for episode_id, playing in self.playing.items():
-            prompt = policy_prompt(
-                playing.start.task.text, playing.history, playing.observation, playing.admissible
-            )
-            decision = self.policy.decide(episode_id, prompt, playing.admissible)
+            decision = self.policy.decide(episode_id, playing.prompt(), playing.admissible)
             steps.append(
                 {
                     **self._record(decision),
@@ -560,8 +576,7 @@ class FleetRunner(PolicyRunner):
                 del self.playing[sent["episode_id"]]
                 continue
             self.stats.steps += 1
-            playing.history.append(Turn(sent["action"], answer.observation))
-            playing.observation, playing.admissible = answer.observation, answer.admissible_actions
+            playing.answered(sent["action"], answer)
             if answer.done:
                 del self.playing[sent["episode_id"]]
                 self.stats.episodes += 1

@@ -45,13 +45,12 @@ from trl import GRPOConfig
 
 from agents.backends import softmax_sample
 from agents.client import BigWorldClient, Record
-from agents.errors import ClientError, ConflictError
+from agents.errors import ClientError
 from agents.models.tiny import candidate_scores, encode_candidates
-from agents.prompts import Turn, policy_prompt, rank_completion
+from agents.policy_agent import OpenEpisode, begin_near, episodes_at_once
+from agents.prompts import rank_completion
 from agents.train.checkpoints import save_checkpoint
 from agents.train.config import TrainConfig
-from world.contract import ErrorCode
-from world.schemas import MAX_BATCH_STEPS, EpisodeStarted
 
 
 @dataclass(frozen=True)
@@ -80,19 +79,12 @@ class Played:
 
 
 @dataclass
-class _Open:
-    """An open episode of the rollouts, as far as it has been played. ``ours``: of the family
-    asked for (False: of any family, begun when the family had no task near the avatar)."""
+class _Open(OpenEpisode):
+    """An open episode of the rollouts, with its decisions. ``ours``: of the family asked for
+    (False: of any family, begun when the family had no task near the avatar)."""
 
-    start: EpisodeStarted
-    ours: bool
-    history: list[Turn] = field(default_factory=list)
+    ours: bool = True
     moves: list[Move] = field(default_factory=list)
-    observation: str = field(init=False)
-    admissible: list[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.observation, self.admissible = self.start.observation, self.start.admissible_actions
 
 
 @dataclass
@@ -165,12 +157,7 @@ class WorldRollouts:
         for player in self._players:
             steps: list[Record] = []
             for episode_id, episode in player.open.items():
-                prompt = policy_prompt(
-                    episode.start.task.text,
-                    episode.history,
-                    episode.observation,
-                    episode.admissible,
-                )
+                prompt = episode.prompt()
                 k, move = self._choose(
                     model, tokenizer, prompt, episode.admissible, len(episode.history) + 1
                 )
@@ -194,9 +181,7 @@ class WorldRollouts:
                 if isinstance(answer, ClientError):
                     raise answer
                 episode = player.open[sent["episode_id"]]
-                episode.history.append(Turn(sent["action"], answer.observation))
-                episode.observation = answer.observation
-                episode.admissible = answer.admissible_actions
+                episode.answered(sent["action"], answer)
                 if answer.done:
                     del player.open[sent["episode_id"]]
                     ended += self._ended(episode, 1 if answer.success else -1)
@@ -238,23 +223,12 @@ class WorldRollouts:
         if not self._players:
             for token in self.tokens:
                 client = BigWorldClient(self.url, token)
-                limit = client.me().max_open_episodes
-                size = min(limit, self.at_once or MAX_BATCH_STEPS, MAX_BATCH_STEPS)
+                size = episodes_at_once(client.me().max_open_episodes, self.at_once)
                 self._players.append(_Player(client, size))
         for player in self._players:
             while len(player.open) < player.size:
-                episode = self._begin(player.client)
-                player.open[episode.start.episode_id] = episode
-
-    def _begin(self, client: BigWorldClient) -> _Open:
-        """An episode of the family; when the world has no task of it near the avatar, one of
-        any family, which moves the avatar on (as agent run does)."""
-        try:
-            return _Open(client.begin_episode(family=self.family), ours=True)
-        except ConflictError as exc:
-            if exc.code != ErrorCode.NO_TASK or self.family is None:
-                raise
-            return _Open(client.begin_episode(), ours=False)
+                start, ours = begin_near(player.client, self.family)  # as agent run does
+                player.open[start.episode_id] = _Open(start, ours=ours)
 
     def close(self) -> None:
         """Abandon the episodes still open and close the clients."""
