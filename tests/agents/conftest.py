@@ -46,6 +46,18 @@ def admin(server: LiveServer) -> Iterator[BigWorldClient]:
 
 
 @pytest.fixture
+def quiet_forge(server: LiveServer) -> Iterator[None]:
+    """The server's forge paused for one test: a background cycle changes the main world (its
+    dynamics), so a test that compares main's state hash before and after would race it."""
+    with server.client(server.admin_token) as http:
+        assert http.post("/v1/forge/pause").json()["paused"] is True
+        try:
+            yield
+        finally:
+            http.post("/v1/forge/resume")
+
+
+@pytest.fixture
 def make_agent(admin: BigWorldClient) -> Callable[..., AgentCreated]:
     """Register a new agent of a role (default policy): its own avatar, no episode open."""
 

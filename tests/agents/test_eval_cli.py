@@ -32,7 +32,7 @@ def moved(server, agents, episodes: int = 2) -> list:
 
 
 def test_pairs_play_one_task_from_one_start_and_main_stays(
-    server, admin, make_agent, tmp_path, capsys
+    server, admin, make_agent, tmp_path, capsys, quiet_forge
 ):
     agents = moved(server, [make_agent() for _ in range(3)])
     before = admin.world(state_hash=True)

@@ -49,7 +49,7 @@ def test_every_world_verb_has_help(verb, capsys):
     assert "--server" in capsys.readouterr().out
 
 
-def test_a_client_of_a_fork_plays_there_and_the_main_world_stays(server, admin, agent):
+def test_a_client_of_a_fork_plays_there_and_the_main_world_stays(server, admin, agent, quiet_forge):
     tick = admin.world()["tick"]
     name = f"play-{agent.id}"
     made = admin.fork_world("main", tick, name)
