@@ -84,6 +84,7 @@ from learning_figures import (  # noqa: E402
     inspect_steps,
     plot,
     pool,
+    progress,
     summarise,
     verdict,
 )
@@ -162,6 +163,7 @@ class TimedRunner(PolicyRunner):
         record = super().play_episode()
         if record is not None:
             detail = self.client.episode(record["episode_id"])
+            truth = progress(detail)
             self.played.add(
                 t=time.monotonic() - self.started,
                 success=bool(record["success"]),
@@ -169,6 +171,8 @@ class TimedRunner(PolicyRunner):
                 task=detail["task"]["id"],
                 distance=detail.get("distance"),  # the oracle's plan length at the start
                 steps=record["steps"],
+                closer=sum(v > 0 for v in truth.values()),  # the oracle's good steps
+                judged=len(truth),
                 version=version,
             )
         return record
@@ -586,6 +590,14 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "high": round(d.high, 4),
             "says": says,
         }
+        if s.get("last_closer") and other.get("last_closer"):
+            # steps, not episodes: they cluster within episodes, so the interval is narrower
+            # than it should be; a reading, not a verdict
+            x, y = s["last_closer"], other["last_closer"]
+            c = unpaired_difference(
+                round(x["rate"] * x["n"]), x["n"], round(y["rate"] * y["n"]), y["n"]
+            )
+            row["closer_difference"] = [round(c.estimate, 4), round(c.low, 4), round(c.high, 4)]
         if "per_seed" in s and "per_seed" in other:
             row["per_seed"] = [
                 round(x["last_window"]["rate"] - y["last_window"]["rate"], 4)
@@ -787,6 +799,10 @@ def main() -> int:
             f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
             f"candidates {json.dumps(s['candidates'])}"
         )
+        print(
+            f"{s['arm']}: steps toward the goal (the oracle's verdict), first → last window "
+            f"{cell(s['first_closer'])} → {cell(s['last_closer'])}"
+        )
         if s["flow"]:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
         if s["reward_accuracy"]:
@@ -800,6 +816,10 @@ def main() -> int:
         print(line)
     for c in comparisons:
         seeds = f"; per seed {c['per_seed']}" if "per_seed" in c else ""
+        if "closer_difference" in c:
+            seeds += "; steps toward the goal {:+.3f} [{:+.3f}, {:+.3f}]".format(
+                *c["closer_difference"]
+            )
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
             f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}{seeds}"

@@ -127,6 +127,12 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     return wilson(sum(r["success"] for r in rows), len(rows))
 
 
+def _closer(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The share of the episodes' steps that the oracle calls good (:func:`progress`): did
+    the policy learn to move toward its goal, whether or not it got there in budget."""
+    return wilson(sum(r.get("closer", 0) for r in rows), sum(r.get("judged", 0) for r in rows))
+
+
 def summarise(
     result: dict[str, Any], args: argparse.Namespace, buckets: int = 10
 ) -> dict[str, Any]:
@@ -170,6 +176,8 @@ def summarise(
         "second_half": _rate(rows[half:]),
         "first_window": _rate(rows[:window]),
         "last_window": _rate(rows[-window:]),
+        "first_closer": _closer(rows[:window]),
+        "last_closer": _closer(rows[-window:]),
         "curve": curve,
         "per_family": per_family,
         "per_distance": dict(sorted(per_distance.items())),
@@ -184,7 +192,15 @@ def summarise(
     }
 
 
-RATES = ("success", "first_half", "second_half", "first_window", "last_window")
+RATES = (
+    "success",
+    "first_half",
+    "second_half",
+    "first_window",
+    "last_window",
+    "first_closer",
+    "last_closer",
+)
 
 
 def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,7 +233,14 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "per_seed": [
             {
                 key: s[key]
-                for key in ("episodes", "updates", "last_window", "per_distance", "reward_accuracy")
+                for key in (
+                    "episodes",
+                    "updates",
+                    "last_window",
+                    "last_closer",
+                    "per_distance",
+                    "reward_accuracy",
+                )
             }
             for s in summaries
         ],
