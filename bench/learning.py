@@ -78,14 +78,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 from learning_figures import (  # noqa: E402
+    CLOSER_PARTS,
     VOTES,
     cell,
     headline,
     inspect_steps,
     plot,
     pool,
-    progress,
     summarise,
+    toward_goal,
     verdict,
 )
 from live import LiveServer, start_server  # noqa: E402
@@ -163,7 +164,6 @@ class TimedRunner(PolicyRunner):
         record = super().play_episode()
         if record is not None:
             detail = self.client.episode(record["episode_id"])
-            truth = progress(detail)
             self.played.add(
                 t=time.monotonic() - self.started,
                 success=bool(record["success"]),
@@ -171,8 +171,7 @@ class TimedRunner(PolicyRunner):
                 task=detail["task"]["id"],
                 distance=detail.get("distance"),  # the oracle's plan length at the start
                 steps=record["steps"],
-                closer=sum(v > 0 for v in truth.values()),  # the oracle's good steps
-                judged=len(truth),
+                **toward_goal(detail),  # the steps the oracle calls good, near and far
                 version=version,
             )
         return record
@@ -590,14 +589,19 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "high": round(d.high, 4),
             "says": says,
         }
-        if s.get("last_closer") and other.get("last_closer"):
+        for part in CLOSER_PARTS:
             # steps, not episodes: they cluster within episodes, so the interval is narrower
             # than it should be; a reading, not a verdict
-            x, y = s["last_closer"], other["last_closer"]
-            c = unpaired_difference(
-                round(x["rate"] * x["n"]), x["n"], round(y["rate"] * y["n"]), y["n"]
-            )
-            row["closer_difference"] = [round(c.estimate, 4), round(c.low, 4), round(c.high, 4)]
+            x, y = s.get(f"last_closer{part}"), other.get(f"last_closer{part}")
+            if x and y:
+                c = unpaired_difference(
+                    round(x["rate"] * x["n"]), x["n"], round(y["rate"] * y["n"]), y["n"]
+                )
+                row[f"closer{part}_difference"] = [
+                    round(c.estimate, 4),
+                    round(c.low, 4),
+                    round(c.high, 4),
+                ]
         if "per_seed" in s and "per_seed" in other:
             row["per_seed"] = [
                 round(x["last_window"]["rate"] - y["last_window"]["rate"], 4)
@@ -799,10 +803,11 @@ def main() -> int:
             f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
             f"candidates {json.dumps(s['candidates'])}"
         )
-        print(
-            f"{s['arm']}: steps toward the goal (the oracle's verdict), first → last window "
-            f"{cell(s['first_closer'])} → {cell(s['last_closer'])}"
-        )
+        for part, where in (("", "all"), ("_near", "one move away"), ("_far", "farther")):
+            print(
+                f"{s['arm']}: steps toward the goal (the oracle's verdict), {where}, first → "
+                f"last window {cell(s['first_closer' + part])} → {cell(s['last_closer' + part])}"
+            )
         if s["flow"]:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
         if s["reward_accuracy"]:
@@ -816,10 +821,11 @@ def main() -> int:
         print(line)
     for c in comparisons:
         seeds = f"; per seed {c['per_seed']}" if "per_seed" in c else ""
-        if "closer_difference" in c:
-            seeds += "; steps toward the goal {:+.3f} [{:+.3f}, {:+.3f}]".format(
-                *c["closer_difference"]
-            )
+        for part, where in (("", "all"), ("_near", "one move away"), ("_far", "farther")):
+            if f"closer{part}_difference" in c:
+                seeds += "; steps toward the goal, {}: {:+.3f} [{:+.3f}, {:+.3f}]".format(
+                    where, *c[f"closer{part}_difference"]
+                )
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
             f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}{seeds}"

@@ -76,6 +76,28 @@ def progress(detail: dict[str, Any]) -> dict[int, int]:
     return truth
 
 
+def toward_goal(detail: dict[str, Any]) -> dict[str, int]:
+    """How many of an episode's steps the oracle calls good (:func:`progress`) out of those it
+    judged: all of them, and those taken one move from the goal (``near``: the goal's name is
+    among the exits, so the observation shows the way) and farther (``far``: which exit leads
+    closer is not in the observation; a policy must have learned the map)."""
+    truth, before = progress(detail), {}
+    at = detail.get("distance")
+    for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
+        before[step["step"]] = at
+        at = step.get("distance")
+    near = {i: v for i, v in truth.items() if before.get(i) == 1}
+    far = {i: v for i, v in truth.items() if i not in near}
+    return {
+        f"{name}{part}": count
+        for part, verdicts in (("", truth), ("_near", near), ("_far", far))
+        for name, count in (
+            ("closer", sum(v > 0 for v in verdicts.values())),
+            ("judged", len(verdicts)),
+        )
+    }
+
+
 def grouping_signal(details: list[dict[str, Any]], batch: int = 32) -> dict[str, Any]:
     """How clean each way of grouping rollouts (``GROUP_KEYS``) makes the outcome-only
     advantage: over consecutive batches of ``batch`` ended episodes (what an update sees),
@@ -127,10 +149,12 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     return wilson(sum(r["success"] for r in rows), len(rows))
 
 
-def _closer(rows: list[dict[str, Any]]) -> dict[str, float] | None:
-    """The share of the episodes' steps that the oracle calls good (:func:`progress`): did
-    the policy learn to move toward its goal, whether or not it got there in budget."""
-    return wilson(sum(r.get("closer", 0) for r in rows), sum(r.get("judged", 0) for r in rows))
+def _closer(rows: list[dict[str, Any]], part: str = "") -> dict[str, float] | None:
+    """The share of the episodes' steps that the oracle calls good (:func:`toward_goal`'s
+    ``part``): did the policy learn to move toward its goal, whether or not it got there."""
+    return wilson(
+        sum(r.get(f"closer{part}", 0) for r in rows), sum(r.get(f"judged{part}", 0) for r in rows)
+    )
 
 
 def summarise(
@@ -176,8 +200,11 @@ def summarise(
         "second_half": _rate(rows[half:]),
         "first_window": _rate(rows[:window]),
         "last_window": _rate(rows[-window:]),
-        "first_closer": _closer(rows[:window]),
-        "last_closer": _closer(rows[-window:]),
+        **{
+            f"{name}_closer{part}": _closer(part_rows, part)
+            for name, part_rows in (("first", rows[:window]), ("last", rows[-window:]))
+            for part in CLOSER_PARTS
+        },
         "curve": curve,
         "per_family": per_family,
         "per_distance": dict(sorted(per_distance.items())),
@@ -192,14 +219,14 @@ def summarise(
     }
 
 
+CLOSER_PARTS = ("", "_near", "_far")  # toward_goal's parts
 RATES = (
     "success",
     "first_half",
     "second_half",
     "first_window",
     "last_window",
-    "first_closer",
-    "last_closer",
+    *(f"{name}_closer{part}" for name in ("first", "last") for part in CLOSER_PARTS),
 )
 
 
@@ -238,6 +265,8 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     "updates",
                     "last_window",
                     "last_closer",
+                    "last_closer_near",
+                    "last_closer_far",
                     "per_distance",
                     "reward_accuracy",
                 )

@@ -1,0 +1,68 @@
+"""The learning bench's step figures: which steps the oracle calls good, split by whether the
+goal's name was among the exits when the step was taken."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))  # bench/ is no package
+from learning_figures import pool, summarise, toward_goal  # noqa: E402
+
+
+def episode(start: int, after: list[int | None], success: bool = False) -> dict:
+    steps = [
+        {"step": i + 1, "distance": d, "success": success and i == len(after) - 1}
+        for i, d in enumerate(after)
+    ]
+    return {"distance": start, "steps": steps}
+
+
+def test_steps_are_judged_near_and_far_from_the_distance_before_them() -> None:
+    # 3 → 2 (good, far), 2 → 2 (bad, far), 2 → 1 (good, far), 1 → 2 (bad, near), 2 → 1 (good)
+    counts = toward_goal(episode(3, [2, 2, 1, 2, 1]))
+    assert counts == {
+        "closer": 3,
+        "judged": 5,
+        "closer_near": 0,
+        "judged_near": 1,
+        "closer_far": 3,
+        "judged_far": 4,
+    }
+
+
+def test_the_winning_step_is_good_and_unknown_distances_are_not_judged() -> None:
+    # 1 → goal (good, near, its distance recorded 0); then an episode with no distances
+    assert toward_goal(episode(1, [0], success=True))["closer_near"] == 1
+    unknown = toward_goal(episode(None, [None, None]))  # type: ignore[arg-type]
+    assert unknown["judged"] == 0 and unknown["closer"] == 0
+
+
+def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
+    args = argparse.Namespace(minutes=1, window=2, families=["go_to"])
+
+    def arm(*episodes: dict) -> dict:
+        rows = [
+            {"t": i, "success": False, "family": "go_to", **toward_goal(e)}
+            for i, e in enumerate(episodes)
+        ]
+        figures = {"prompt_tokens": {}, "candidates": {}, "reward_accuracy": {}}
+        return {
+            "arm": "outcome_only",
+            "episodes": rows,
+            "updates": [],
+            "versions": [],
+            "flow": {},
+            "grouping_signal": {},
+            **figures,
+        }
+
+    one = summarise(arm(episode(2, [1, 0]), episode(2, [3, 2])), args)
+    two = summarise(arm(episode(1, [2])), args)
+    assert one["last_closer"]["n"] == 4 and one["last_closer"]["rate"] == 0.75
+    assert one["last_closer_near"]["n"] == 1 and one["last_closer_near"]["rate"] == 1.0
+    pooled = pool([one, two])
+    assert pooled["last_closer"]["n"] == 5 and pooled["last_closer"]["rate"] == 0.6
+    assert [s["last_closer"]["n"] for s in pooled["per_seed"]] == [4, 1]
