@@ -18,11 +18,12 @@ from sqlalchemy import Column, Connection, Integer, bindparam, delete, func, sel
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from world.entities import Avatar, Place, Region, Thing, region_of
+from world.entities import Avatar, Place, Region, Thing
 from world.rules import RulesVersion
 from world.store import regions as pg
 from world.store.driver import Statement
 from world.store.errors import StoreError
+from world.store.known import SESSION_KNOWN, Known, place_row
 from world.store.models import (
     AvatarRow,
     Base,
@@ -52,6 +53,14 @@ class SqlBackend:
         self._things: dict[int, Thing] = {}
         self._avatars: dict[str, Avatar] = {}
         self._places: dict[str, Place] = {}
+        # (place, without, limit) -> load_crowd's answer: the avatars' rows cannot change
+        # before this backend's next save (a step's two looks at its place ask twice)
+        self._crowds: dict[tuple[str, str, int], tuple[list[Avatar], int]] = {}
+        # avatar -> the rows of what it holds, read with the avatar (a step looks at its
+        # avatar's hands next); like the crowds, good until this backend's next save
+        self._held: dict[str, list[dict[str, Any]]] = {}
+        # what the writer's transactions know of regions and places (world.store.known)
+        self._known: Known | None = session.info.get(SESSION_KNOWN)
 
     # Like MemoryBackend, hand out one object per entity for the backend's lifetime: a World
     # and a peek at the same thing (tasks.peek_things_at) then see the same object.
@@ -95,42 +104,73 @@ class SqlBackend:
         return self._world_row().meta.copy()
 
     def load_region(self, rx: int, ry: int) -> Region | None:
+        if self._known is not None and (known := self._known.region(rx, ry)) is not None:
+            return known
         rows = self._rows(RegionRow, "rx", "ry", rx=rx, ry=ry)
-        return _region(rows[0]) if rows else None
+        if not rows:
+            return None
+        region = _region(rows[0])
+        if self._known is not None:
+            self._known.read_region(region)
+        return region
 
     def load_places_in(self, rx: int, ry: int) -> list[Place]:
-        return [self._hand_place(r) for r in self._rows(PlaceRow, "rx", "ry", rx=rx, ry=ry)]
+        rows = self._known.place_rows(rx, ry) if self._known is not None else None
+        if rows is None:
+            rows = self._rows(PlaceRow, "rx", "ry", rx=rx, ry=ry)
+            if self._known is not None:
+                self._known.read_places(rx, ry, rows)
+        return [self._hand_place(r) for r in rows]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        return [self._hand_thing(r) for r in self._rows(ThingRow, "holder", holder=avatar)]
+        rows = self._held.get(avatar)
+        if rows is None:
+            rows = self._rows(ThingRow, "holder", holder=avatar)
+        return [self._hand_thing(r) for r in rows]
 
     def load_thing(self, thing: int) -> Thing | None:
         rows = self._rows(ThingRow, "id", id=thing)
         return self._hand_thing(rows[0]) if rows else None
 
     def load_avatar(self, avatar: str) -> Avatar | None:
-        rows = self._rows(AvatarRow, "id", id=avatar)
-        return self._hand_avatar(rows[0]) if rows else None
+        """The avatar, read with what it holds (one statement: :meth:`load_inventory` then
+        answers from it)."""
+        found = _AVATAR_HOLDING.lists(self.session.connection(), {"id": avatar})
+        if not found:
+            return None
+        split = len(_AVATAR_COLUMNS)
+        self._held[avatar] = [
+            dict(zip(_THING_COLUMNS, values[split:], strict=True))
+            for values in found
+            if values[split] is not None  # the thing's id: None where it holds nothing
+        ]
+        return self._hand_avatar(dict(zip(_AVATAR_COLUMNS, found[0][:split], strict=True)))
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
 
     def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
-        rows = _crowd(max(limit, 1)).rows(
-            self.session.connection(), {"place": place, "me": without}
-        )
-        total = rows[0][CROWD.name] if rows else 0
-        return [self._hand_avatar(r) for r in rows[:limit]], total
+        key = (place, without, limit)
+        if key not in self._crowds:
+            rows = _crowd(max(limit, 1)).rows(
+                self.session.connection(), {"place": place, "me": without}
+            )
+            total = rows[0][CROWD.name] if rows else 0
+            self._crowds[key] = [self._hand_avatar(r) for r in rows[:limit]], total
+        named, total = self._crowds[key]
+        return list(named), total
 
     # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
     def next_tick(self, tick: int) -> int:
         if not self.session.info.get(pg.SESSION_CLOCK):
             return tick
-        drawn = self.session.connection().execute(pg.NEXT_TICK).scalar_one()
-        return max(tick, int(drawn))
+        drawn = int(self.session.connection().execute(pg.NEXT_TICK).scalar_one())
+        if self._known is not None:
+            self._known.drew(drawn)
+        return max(tick, drawn)
 
     def reserve_ids(self, meta: WorldMeta) -> None:
         """On PostgreSQL, lock the world row and read its thing counters (another process may
@@ -161,16 +201,15 @@ class SqlBackend:
             pg.check_written(locked, written, avatars)
         for thing_id in changes.removed:
             self._things.pop(thing_id, None)
+        self._crowds.clear()
+        self._held.clear()
         if changes.regions:
             _upsert(s, RegionRow, ["rx", "ry"]).run(
                 s, [dataclasses.asdict(r) for r in changes.regions]
             )
-        if places:
-            rows = []
-            for p in places:
-                rx, ry = region_of(p.id)
-                rows.append({**dataclasses.asdict(p), "rx": rx, "ry": ry})
-            _upsert(s, PlaceRow, ["id"]).run(s, rows)
+        place_rows = [place_row(p) for p in places]
+        if place_rows:
+            _upsert(s, PlaceRow, ["id"]).run(s, place_rows)
         if changes.removed:
             s.execute(delete(ThingRow).where(ThingRow.id.in_(sorted(changes.removed))))
         if things:
@@ -180,16 +219,19 @@ class SqlBackend:
         row = self._world_row()
         if changes.events:
             row = append_events(self.session, row, changes.events)
+        saved_row = None  # the world row as this save wrote it
         if s.dialect.name == "sqlite":
-            row = dataclasses.replace(row, meta=changes.meta.copy())
+            row = saved_row = dataclasses.replace(row, meta=changes.meta.copy())
             _META_UPDATE.run(s, row.values())
         elif self._reserved or changes.meta.versions != row.meta.versions:
             # PostgreSQL: the clock and the log's numbers live in sequences; the row is written
             # only by a transaction that drew thing ids (holding its lock) or published rules.
-            row = dataclasses.replace(row, meta=changes.meta.copy())
+            row = saved_row = dataclasses.replace(row, meta=changes.meta.copy())
             values = row.values()
             _META_UPDATE.run(s, {k: values[k] for k in _PG_META_COLUMNS})
         self._row = row
+        if self._known is not None:
+            self._known.wrote(changes.regions, place_rows, saved_row)
 
     # -- dumping ---------------------------------------------------------------------------
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -337,6 +379,17 @@ def _select_by(table_name: str, columns: tuple[str, ...]) -> Statement:
 
 
 CROWD = Column("crowd", Integer)  # how many stand there
+
+_AVATARS, _THINGS = AvatarRow.__table__, ThingRow.__table__
+_AVATAR_COLUMNS = tuple(_AVATARS.columns.keys())
+_THING_COLUMNS = tuple(_THINGS.columns.keys())
+# An avatar and the things it holds (a row per thing, the thing's columns null where none).
+_AVATAR_HOLDING = Statement(
+    select(_AVATARS, _THINGS)
+    .select_from(_AVATARS.outerjoin(_THINGS, _THINGS.c.holder == _AVATARS.c.id))
+    .where(_AVATARS.c.id == bindparam("id")),
+    (*_AVATARS.columns, *_THINGS.columns),
+)
 
 
 @lru_cache(maxsize=8)

@@ -44,6 +44,7 @@ from world.store import regions as pg
 from world.store.backend import WorldRow, insert_log, read_world
 from world.store.database import begin_locked, session_factory
 from world.store.errors import StoreError
+from world.store.known import SESSION_KNOWN, Batch, Regions
 
 T = TypeVar("T")
 Work = Callable[[Session, WorldRow], T]  # a world transaction, run by the writer thread
@@ -90,6 +91,11 @@ class Writer:
         if self._regions:
             event.listen(self._sessions, "after_commit", _keep_log)
             event.listen(self._sessions, "after_soft_rollback", _drop_log)
+        # The regions this writer's world committed, and what each batch knows of its regions,
+        # places and world row (world.store.known): kept and dropped with each job's work.
+        self._known = Regions()
+        event.listen(self._sessions, "after_commit", _keep_known)
+        event.listen(self._sessions, "after_soft_rollback", _drop_known)
         self._on_commit = on_commit
         self._on_wait = on_wait
         self._max_batch = max_batch
@@ -188,20 +194,22 @@ class Writer:
     def _run(self, batch: list[_Job]) -> _Ran:
         """Run the batch in one transaction and commit it."""
         ran = _Ran()
+        known = self._known.batch(whole=not self._regions)  # SQLite: the batch holds it all
         with self._engine.connect() as conn:
             try:
                 started = time.perf_counter()
                 if not self._regions:
                     begin_locked(conn)
                     for job in batch:
-                        value, error, _log, _wait = self._apply(conn, job.work, None)
+                        value, error, _log, _wait = self._apply(conn, job.work, None, known)
                         ran.outcomes.append((job, value, error))
                 else:
                     conn.begin()
-                    self._run_regions(conn, batch, ran)
+                    self._run_regions(conn, batch, ran, known)
                 worked = time.perf_counter()
                 conn.commit()
                 ran.work_s, ran.commit_s = worked - started, time.perf_counter() - worked
+                known.committed()
             except BaseException:
                 # Whatever state the failure left the connection in (a transaction still open
                 # after a failed COMMIT holds SQLite's write lock), it is closed, not pooled:
@@ -210,18 +218,24 @@ class Writer:
                 raise
         return ran
 
-    def _run_regions(self, conn: Connection, batch: list[_Job], ran: _Ran) -> None:
+    def _run_regions(self, conn: Connection, batch: list[_Job], ran: _Ran, known: Batch) -> None:
         """PostgreSQL: each job takes its locks (waiting only while the batch holds none),
-        runs in its savepoint, and the batch numbers and writes its log last."""
+        runs in its savepoint, and the batch numbers and writes its log last. Once a job has
+        taken the whole world's lock, the batch holds it until it commits: the jobs after it
+        take none (each would be granted at once), and run as holding the world."""
         groups: list[list[Any]] = []
         for index, job in enumerate(batch):
             wait = index == 0  # the batch holds no lock yet
-            try:
-                locked, waited = pg.lock(conn, job.scope, wait=wait)
-            except (pg.Busy, pg.ScopeError) as exc:
-                ran.carried.append(_carried(job, exc))
-                continue
-            value, error, log, row_wait = self._apply(conn, job.work, (locked, not wait))
+            if known.whole:
+                locked, waited = None, 0.0
+            else:
+                try:
+                    locked, waited = pg.lock(conn, job.scope, wait=wait)
+                except (pg.Busy, pg.ScopeError) as exc:
+                    ran.carried.append(_carried(job, exc))
+                    continue
+                known.hold(locked.regions if locked is not None else None)
+            value, error, log, row_wait = self._apply(conn, job.work, (locked, not wait), known)
             ran.waited += (waited + row_wait) * len(batch)  # every job of the batch waited
             if isinstance(error, pg.Busy | pg.ScopeError):
                 ran.carried.append(_carried(job, error))
@@ -234,13 +248,18 @@ class Writer:
             insert_log(conn, txns, ids, groups)
 
     def _apply(
-        self, conn: Connection, work: Work[Any], regions: tuple[pg.Locked | None, bool] | None
+        self,
+        conn: Connection,
+        work: Work[Any],
+        regions: tuple[pg.Locked | None, bool] | None,
+        known: Batch,
     ) -> tuple[Any, BaseException | None, list[list[Any]], float]:
         """Run one transaction in a savepoint; returns its value, its error and (PostgreSQL)
         the event groups it kept and the seconds it waited for the world row. A failure of its
         own rolls back to the savepoint and is returned; a failure to roll back (the
         connection is gone) fails the batch."""
         with self._sessions(bind=conn, join_transaction_mode="create_savepoint") as session:
+            session.info[SESSION_KNOWN] = known.transaction()
             if regions is not None:
                 locked, nowait = regions
                 session.info.update(
@@ -252,9 +271,13 @@ class Writer:
                         pg.SESSION_LOG: [],
                     }
                 )
-                row = WorldRow.from_row(conn.execute(pg.JOB_READ).mappings().one())
-            else:
-                row = read_world(session)
+            row = known.world_row()
+            if row is None:
+                if regions is not None:
+                    row = WorldRow.from_row(conn.execute(pg.JOB_READ).mappings().one())
+                else:
+                    row = read_world(session)
+                known.read_row(row)
             try:
                 value = work(session, row)
             except Exception as exc:
@@ -283,3 +306,14 @@ def _drop_log(session: Session, _previous: Any) -> None:
     pending = session.info.get(pg.SESSION_PENDING)
     if pending:
         pending.clear()
+
+
+def _keep_known(session: Session) -> None:
+    """A job's ``session.commit()`` makes what it read and wrote of regions, places and the
+    world row its batch's."""
+    session.info[SESSION_KNOWN].keep()
+
+
+def _drop_known(session: Session, _previous: Any) -> None:
+    """A rollback drops what the job read and wrote of them since it last kept its work."""
+    session.info[SESSION_KNOWN].drop()

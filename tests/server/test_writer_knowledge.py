@@ -1,0 +1,335 @@
+"""What the writer's transactions know of regions, places and the world row without reading
+them again (``world.store.known``), on SQLite and PostgreSQL: steps served from it answer as
+steps that read the tables, and leave the same state; a place changed in a batch is seen by
+the batch's later transactions, one rolled back is not, and one changed by another process is
+seen by the next batch; a batch that fails leaves nothing known that was not committed; a
+fork's regions are its own; and a batched step on PostgreSQL issues at most
+``MAX_STATEMENTS_PER_STEP`` statements (each a round trip)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dbfixtures import fresh_database
+from harness import ADMIN_TOKEN, Api, AppServer, db_state
+from pydantic import SecretStr
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session
+
+from server import worlds
+from server.app import prepare_database
+from server.runtime import Runtime
+from server.settings import Settings
+from world import engine, world_events
+from world.contract import MAIN_WORLD
+from world.state import World
+from world.store import WorldRow, driver, lock_world, make_engine, session_factory
+from world.store.backend import SqlBackend
+from world.store.known import Batch, Known
+
+# A batched step of a fleet's agent here on PostgreSQL: 17.9 statements before the writer knew
+# regions, places and the world row (docs/benchmarks/fleet.md, "PostgreSQL round trips").
+MAX_STATEMENTS_PER_STEP = 12.6
+
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture
+def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        admin_token=SecretStr(ADMIN_TOKEN),
+        forge_enabled=False,
+    )
+    runtime = Runtime.build(settings)
+    prepare_database(runtime)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def _in(runtime: Runtime, act: Callable[[World], Any]) -> Callable[[Session, WorldRow], Any]:
+    """A world transaction of ``runtime`` that applies ``act`` to its world and keeps it."""
+
+    def work(session: Session, row: WorldRow) -> Any:
+        world = World(runtime.backend(session, row), runtime.rules)
+        value = act(world)
+        world.commit()
+        session.commit()
+        return value
+
+    return work
+
+
+def _batch(runtime: Runtime, works: list[Callable[[Session, WorldRow], Any]]) -> list[Any]:
+    """``works`` as one batch of the writer: each one's value, or the exception it raised."""
+    futures = runtime.writer.submit_many([(work, None) for work in works])
+    out = []
+    for future in futures:
+        try:
+            out.append(future.result(60))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def _flooded_until(place: str) -> Callable[[World], Any]:
+    return lambda world: world.place(place).attrs.get("flooded_until")
+
+
+class Statements:
+    """Counts the statements the writer's thread sends, by their SQL (those run through
+    SQLAlchemy, by its event; those on the driver's cursor, at the driver's one call)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: Counter[str] = Counter()
+        self.on = False
+        run = driver._run
+
+        def counted(conn: Any, compiled: Any, params: Any, *, many: bool) -> Any:
+            self._count(compiled.sql)
+            return run(conn, compiled, params, many=many)
+
+        monkeypatch.setattr(driver, "_run", counted)
+        event.listen(Engine, "before_cursor_execute", self._listen)
+        self._monkeypatch = monkeypatch
+
+    def _listen(self, _conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
+        self._count(sql)
+
+    def _count(self, sql: str) -> None:
+        if self.on and threading.current_thread().name == "bigworld-writer":
+            self.sent[" ".join(sql.split())] += 1
+
+    def total(self) -> int:
+        return sum(self.sent.values())
+
+    def of(self, table: str) -> int:
+        """Reads of ``table`` by its columns (``FROM regions WHERE``)."""
+        return sum(n for sql, n in self.sent.items() if f"FROM {table} WHERE" in sql)
+
+    def close(self) -> None:
+        event.remove(Engine, "before_cursor_execute", self._listen)
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
+    counter = Statements(monkeypatch)
+    try:
+        yield counter
+    finally:
+        counter.close()
+
+
+def _fleet_run(url: str, data: Path, rounds: int) -> tuple[list[Any], str]:
+    """A fleet's agent with 6 open episodes steps them in batches (with a step repeated with
+    another action: a 409), and two agents of one episode each step theirs in between (scoped,
+    on PostgreSQL); every answer, and the world's hash at the end."""
+    answers: list[Any] = []
+    server = AppServer(url, data).start()
+    try:
+        admin = Api(server, ADMIN_TOKEN)
+        fleet = admin.agent("fleet", max_open_episodes=6)
+        players = [fleet] * 6 + [admin.agent(f"solo{i}") for i in range(2)]
+        open_: list[tuple[int, int, list[str]]] = []  # each player's episode, step, admissible
+
+        def begin(api: Api) -> tuple[int, int, list[str]]:
+            begun = api.post("/v1/episodes", json={}).json()
+            answers.append(begun)
+            return begun["episode_id"], 0, begun["admissible_actions"] or ["look"]
+
+        open_ = [begin(api) for api in players]
+        turn = 0
+        for _ in range(rounds):
+            steps = []
+            for episode, last, admissible in open_:
+                turn += 1
+                action = admissible[turn * 7 % len(admissible)]
+                steps.append({"episode_id": episode, "step": last + 1, "action": action})
+            repeat = {**steps[0], "action": "wait"}
+            batched = fleet.post("/v1/steps", json=[*steps[:6], repeat]).json()["items"]
+            results = [item["result"] for item in batched[:6]]
+            for api, step in zip(players[6:], steps[6:], strict=True):
+                single = {"step": step["step"], "action": step["action"]}
+                path = f"/v1/episodes/{step['episode_id']}/steps"
+                results.append(api.post(path, json=single).json())
+            answers.extend([*batched, *results[6:]])
+            for i, (api, step, result) in enumerate(zip(players, steps, results, strict=True)):
+                if result["done"]:
+                    open_[i] = begin(api)
+                else:
+                    open_[i] = (step["episode_id"], step["step"], result["admissible_actions"])
+    finally:
+        server.stop()
+    return answers, db_state(url)["hash"]
+
+
+@pytest.mark.parametrize("kind", DATABASES)
+def test_steps_served_from_what_the_writer_knows_answer_as_steps_that_read_the_tables(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "known").mkdir()
+    (tmp_path / "read").mkdir()
+    with fresh_database(kind, tmp_path / "known") as url:
+        known = _fleet_run(url, tmp_path / "known-data", rounds=8)
+    with monkeypatch.context() as unknowing:  # every transaction reads the tables
+        unknowing.setattr(Known, "region", lambda _self, _rx, _ry: None)
+        unknowing.setattr(Known, "place_rows", lambda _self, _rx, _ry: None)
+        unknowing.setattr(Batch, "world_row", lambda _self: None)
+        with fresh_database(kind, tmp_path / "read") as url:
+            read = _fleet_run(url, tmp_path / "read-data", rounds=8)
+    assert known[0] == read[0]  # every observation, admissible list, tick and error alike
+    assert known[1] == read[1]
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_batch_sees_its_own_place_changes_and_the_next_sees_another_process(
+    runtime: Runtime, statements: Statements
+) -> None:
+    def floodable(world: World) -> list[str]:
+        """Two outdoor places of one region, generating regions until one has them."""
+        for rx in range(1, 20):
+            world.region(rx, 0)
+            found = [p.id for p in world_events.floodable(world, rx, 0)]
+            if len(found) >= 2:
+                return found
+        raise AssertionError("no region with two outdoor places")
+
+    flooded, dry = runtime.world_transaction(_in(runtime, floodable))[:2]
+
+    def flood_then_fail(world: World) -> None:
+        world_events.flood(world, dry, world.tick + 50)
+        world.commit()
+        raise RuntimeError("given up after writing")
+
+    statements.on = True
+    out = _batch(
+        runtime,
+        [
+            _in(runtime, _flooded_until(flooded)),  # reads the region's places
+            _in(runtime, lambda world: world_events.flood(world, flooded, world.tick + 50)),
+            _in(runtime, _flooded_until(flooded)),  # the flood above, kept by the batch
+            _in(runtime, flood_then_fail),
+            _in(runtime, _flooded_until(dry)),  # that flood was rolled back
+        ],
+    )
+    statements.on = False
+    assert out[0] is None and out[2] == out[1]["until"]
+    assert isinstance(out[3], RuntimeError) and out[4] is None
+    assert statements.of("places") == 1  # read once, for the whole batch
+
+    # Another process floods the dry place: the next batch reads the places again.
+    other = make_engine(runtime.settings.resolved_database_url())
+    try:
+        with session_factory(other)() as session:
+            world = World(SqlBackend(session, lock_world(session)), runtime.rules)
+            until = world_events.flood(world, dry, world.tick + 70)["until"]
+            world.commit()
+            session.commit()
+    finally:
+        other.dispose()
+    assert _batch(runtime, [_in(runtime, _flooded_until(dry))]) == [until]
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_failed_batch_leaves_nothing_known_that_was_not_committed(
+    runtime: Runtime, statements: Statements
+) -> None:
+    far = (40, 40)
+
+    def refuse(_conn: Any) -> None:
+        raise RuntimeError("the disk is gone")
+
+    event.listen(runtime.engine, "commit", refuse)
+    try:
+        (failed,) = _batch(runtime, [_in(runtime, lambda world: world.region(*far))])
+    finally:
+        event.remove(runtime.engine, "commit", refuse)
+    assert isinstance(failed, RuntimeError)
+    peek = _in(runtime, lambda world: world.peek_region(*far))
+    assert runtime.world_transaction(peek) is None  # not generated, and not known either
+
+    runtime.world_transaction(_in(runtime, lambda world: world.region(*far)))
+    statements.on = True
+    region = runtime.world_transaction(peek)
+    statements.on = False
+    assert region is not None and (region.rx, region.ry) == far
+    assert statements.of("regions") == 0  # committed, so known: not read again
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_forks_known_regions_are_its_own(runtime: Runtime) -> None:
+    def peek(world_runtime: Runtime, rx: int, ry: int) -> bool:
+        found = world_runtime.world_transaction(
+            _in(world_runtime, lambda world: world.peek_region(rx, ry))
+        )
+        return found is not None
+
+    def fork(name: str) -> Runtime:
+        with runtime.sessions() as session:
+            tick = World(SqlBackend(session), runtime.rules).tick
+            worlds.create(runtime, session, MAIN_WORLD, tick, name)
+        made = runtime.world(name)
+        assert made is not None
+        return made
+
+    runtime.world_transaction(_in(runtime, lambda world: world.region(0, 0)))
+    first = fork("first")
+    first.world_transaction(_in(first, lambda world: world.region(30, 30)))
+    later = _in(runtime, lambda world: (engine.heartbeat(world), world.region(31, 31)))
+    runtime.world_transaction(later)
+    assert peek(first, 30, 30) and not peek(runtime, 30, 30)
+    assert peek(runtime, 31, 31) and not peek(first, 31, 31)  # made after the fork's tick
+
+    with runtime.sessions() as session:
+        worlds.delete(runtime, session, "first")
+    again = fork("first")  # the same name, at a tick where main holds (31, 31)
+    assert not peek(again, 30, 30)  # the deleted fork's regions went with it
+    assert peek(again, 31, 31)
+
+
+@pytest.mark.postgres
+def test_a_batched_step_on_postgres_takes_few_statements(
+    statements: Statements, tmp_path: Path
+) -> None:
+    with fresh_database("postgres", tmp_path) as url:
+        server = AppServer(url, tmp_path / "data").start()
+        try:
+            fleet = Api(server, ADMIN_TOKEN).agent("fleet", max_open_episodes=16)
+            open_: dict[int, tuple[int, list[str]]] = {}
+
+            def begin() -> None:
+                begun = fleet.post("/v1/episodes", json={}).json()
+                open_[begun["episode_id"]] = (0, begun["admissible_actions"] or ["look"])
+
+            for _ in range(16):
+                begin()
+            turn = 0
+            for counted in (False, False, True, True):  # two batches to warm up, two counted
+                batch = []
+                for episode, (last, admissible) in open_.items():
+                    turn += 1
+                    action = admissible[turn * 7 % len(admissible)]  # as the fleet bench
+                    batch.append({"episode_id": episode, "step": last + 1, "action": action})
+                statements.on = counted
+                items = fleet.post("/v1/steps", json=batch).json()["items"]
+                statements.on = False
+                for sent, item in zip(batch, items, strict=True):
+                    assert item["status"] == 200, item
+                    del open_[sent["episode_id"]]
+                    if item["result"]["done"]:
+                        begin()
+                    else:
+                        admissible = item["result"]["admissible_actions"] or ["look"]
+                        open_[sent["episode_id"]] = (sent["step"], admissible)
+        finally:
+            server.stop()
+    per_step = statements.total() / (2 * 16)
+    assert per_step <= MAX_STATEMENTS_PER_STEP, statements.sent.most_common()
