@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Column, Connection, Integer, bindparam, delete, func, select, update
+from sqlalchemy import Column, Connection, Integer, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -56,9 +56,11 @@ class SqlBackend:
         # (place, without, limit) -> load_crowd's answer: the avatars' rows cannot change
         # before this backend's next save (a step's two looks at its place ask twice)
         self._crowds: dict[tuple[str, str, int], tuple[list[Avatar], int]] = {}
-        # avatar -> the rows of what it holds, read with the avatar (a step looks at its
-        # avatar's hands next); like the crowds, good until this backend's next save
+        # The rows of what an avatar holds (by avatar) and of what lies where it stands (by
+        # place), read with the avatar (a step looks at both next); like the crowds, good until
+        # this backend's next save.
         self._held: dict[str, list[dict[str, Any]]] = {}
+        self._lying: dict[str, list[dict[str, Any]]] = {}
         # what the writer's transactions know of regions and places (world.store.known)
         self._known: Known | None = session.info.get(SESSION_KNOWN)
 
@@ -123,6 +125,8 @@ class SqlBackend:
         return [self._hand_place(r) for r in rows]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        if all(p in self._lying for p in places):
+            return [self._hand_thing(r) for p in places for r in self._lying[p]]
         return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
@@ -136,18 +140,22 @@ class SqlBackend:
         return self._hand_thing(rows[0]) if rows else None
 
     def load_avatar(self, avatar: str) -> Avatar | None:
-        """The avatar, read with what it holds (one statement: :meth:`load_inventory` then
-        answers from it)."""
-        found = _AVATAR_HOLDING.lists(self.session.connection(), {"id": avatar})
+        """The avatar, read in one statement with what it holds and what lies where it stands
+        (:meth:`load_inventory` and :meth:`load_things_in` then answer from them)."""
+        found = _AVATAR_AROUND.lists(self.session.connection(), {"id": avatar})
         if not found:
             return None
         split = len(_AVATAR_COLUMNS)
-        self._held[avatar] = [
+        row = dict(zip(_AVATAR_COLUMNS, found[0][:split], strict=True))
+        things = [
             dict(zip(_THING_COLUMNS, values[split:], strict=True))
             for values in found
-            if values[split] is not None  # the thing's id: None where it holds nothing
+            if values[split] is not None  # the thing's id: None where there is none
         ]
-        return self._hand_avatar(dict(zip(_AVATAR_COLUMNS, found[0][:split], strict=True)))
+        self._held[avatar] = [t for t in things if t["holder"] == avatar]
+        if row["place"] is not None:
+            self._lying[row["place"]] = [t for t in things if t["place"] == row["place"]]
+        return self._hand_avatar(row)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
         return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
@@ -203,6 +211,7 @@ class SqlBackend:
             self._things.pop(thing_id, None)
         self._crowds.clear()
         self._held.clear()
+        self._lying.clear()
         if changes.regions:
             _upsert(s, RegionRow, ["rx", "ry"]).run(
                 s, [dataclasses.asdict(r) for r in changes.regions]
@@ -383,10 +392,15 @@ CROWD = Column("crowd", Integer)  # how many stand there
 _AVATARS, _THINGS = AvatarRow.__table__, ThingRow.__table__
 _AVATAR_COLUMNS = tuple(_AVATARS.columns.keys())
 _THING_COLUMNS = tuple(_THINGS.columns.keys())
-# An avatar and the things it holds (a row per thing, the thing's columns null where none).
-_AVATAR_HOLDING = Statement(
+# An avatar with the things it holds and those lying where it stands (a row per thing, the
+# thing's columns null where there is none; each side from its own index).
+_AVATAR_AROUND = Statement(
     select(_AVATARS, _THINGS)
-    .select_from(_AVATARS.outerjoin(_THINGS, _THINGS.c.holder == _AVATARS.c.id))
+    .select_from(
+        _AVATARS.outerjoin(
+            _THINGS, or_(_THINGS.c.holder == _AVATARS.c.id, _THINGS.c.place == _AVATARS.c.place)
+        )
+    )
     .where(_AVATARS.c.id == bindparam("id")),
     (*_AVATARS.columns, *_THINGS.columns),
 )
