@@ -574,6 +574,8 @@ class FleetRunner(PolicyRunner):
             if isinstance(answer, ClientError):  # ended under us (idle timeout), or refused
                 log.warning("episode %s step refused: %s", sent["episode_id"], answer)
                 del self.playing[sent["episode_id"]]
+                with contextlib.suppress(ClientError):  # its slot of max_open_episodes
+                    self._abandon(sent["episode_id"])
                 continue
             self.stats.steps += 1
             playing.answered(sent["action"], answer)

@@ -14,7 +14,9 @@ models have no chat template and cannot write tool calls, so :class:`WorldRollou
   ``bigworld agent run`` does in rank mode: it samples from ``softmax(s / T)`` over the
   admissible actions, ``s`` each candidate answer's mean token log-probability
   (:func:`agents.models.tiny.candidate_scores`); the turn's steps of one token go in one
-  ``POST /v1/steps``, and an episode that ended is replaced by a new one;
+  ``POST /v1/steps``, and an episode that ended is replaced by a new one; one whose step the
+  world refused (it ended under us, say, abandoned as idle) is abandoned and dropped, and its
+  decisions are not trained on;
 - every step goes to the world with the policy version in use, the prompt, the answer, the
   mode and the temperature, so the world records what TRL's weights did;
 - one TRL sample is one decision: the step's prompt ids, the chosen answer's ids (end token
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -51,6 +54,8 @@ from agents.policy_agent import OpenEpisode, begin_near, episodes_at_once
 from agents.prompts import rank_completion
 from agents.train.checkpoints import save_checkpoint
 from agents.train.config import TrainConfig
+
+log = logging.getLogger("bigworld.trl")
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class WorldRollouts:
     policy_version: str = "init"  # set by PublishVersions as versions are registered
     started: float = field(default_factory=time.monotonic)
     played: list[Played] = field(default_factory=list)
+    refused: int = 0  # episodes dropped because the world refused a step of theirs
     _players: list[_Player] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,14 +184,25 @@ class WorldRollouts:
             if not steps:
                 continue
             for sent, answer in zip(steps, player.client.step_many(steps), strict=True):
-                if isinstance(answer, ClientError):
-                    raise answer
+                if isinstance(answer, ClientError):  # ended under us (idle timeout), or refused
+                    self._drop(player, sent["episode_id"], answer)
+                    continue
                 episode = player.open[sent["episode_id"]]
                 episode.answered(sent["action"], answer)
                 if answer.done:
                     del player.open[sent["episode_id"]]
                     ended += self._ended(episode, 1 if answer.success else -1)
         return ended
+
+    def _drop(self, player: _Player, episode_id: int, refused: ClientError) -> None:
+        """An episode whose step the world refused: abandoned (its slot of the agent's open
+        episodes freed; suppressed where it ended already) and its decisions never trained
+        on, since it has no outcome."""
+        log.warning("episode %s step refused: %s", episode_id, refused)
+        del player.open[episode_id]
+        self.refused += 1
+        with contextlib.suppress(ClientError):
+            player.client.abandon(episode_id)
 
     def _ended(self, episode: _Open, outcome: int) -> list[Move]:
         """Record an ended episode; its decisions with its outcome, if they are used."""

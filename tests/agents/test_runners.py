@@ -8,6 +8,7 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from agents.client import BigWorldClient, Id
 from agents.errors import ConflictError, ValidationError
 from agents.models.tiny import MANIFEST
 from agents.policy_agent import (
+    Decision,
     FleetRunner,
     ModelPolicy,
     PolicyRunner,
@@ -343,3 +345,37 @@ def test_a_fleet_runner_plays_many_episodes_at_once_with_one_token(
     }
     assert len(steps) == stats.steps + 1  # and the step taken before the runner started
     assert sum(s["policy_version"] is None for s in steps) == 1
+
+
+class OneEmptyAnswer(RandomPolicy):
+    """Random, but its first decision sends an empty action, which the world refuses (422)
+    and which leaves that episode open."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.refused: Id | None = None
+
+    def decide(self, episode_id: Id, prompt: str, admissible: Sequence[str]) -> Decision:
+        decision = super().decide(episode_id, prompt, admissible)
+        if self.refused is None:
+            self.refused = episode_id
+            return Decision(decision.index, "", prompt, decision.completion)
+        return decision
+
+
+def test_a_fleet_runner_abandons_an_episode_whose_step_is_refused_and_plays_on(
+    server, admin: BigWorldClient
+) -> None:
+    """The refused episode gives back its slot of the agent's open episodes (abandoned, not
+    left open until the idle timeout)."""
+    fleet = admin.create_agent(
+        f"fleet-{time.monotonic_ns() % 10**6}", "policy", max_open_episodes=2
+    )
+    policy = OneEmptyAnswer(5)
+    with BigWorldClient(server.url, fleet.token) as client:
+        stats = FleetRunner(client, policy, RunnerConfig(max_episodes=4)).run()
+        played = list(client.episodes(agent=fleet.id))
+        refused = client.episode(policy.refused)
+    assert refused["status"] == "abandoned" and not refused["steps"]
+    assert stats.episodes == 4
+    assert {e["status"] for e in played if e["id"] != policy.refused} <= {"succeeded", "failed"}

@@ -200,6 +200,28 @@ def test_at_once_caps_the_open_episodes_and_close_abandons_them(
     assert all(admin.episode(e)["status"] == "abandoned" for e in held)
 
 
+def test_an_episode_whose_step_is_refused_is_dropped_and_the_others_play_on(
+    server: LiveServer, admin: BigWorldClient, tiny_models: dict[str, Path]
+) -> None:
+    fleet = admin.create_agent(f"fleet-{uuid.uuid4().hex[:8]}", "policy", max_open_episodes=3)
+    trainer = trainer_view(tiny_models["policy"], 2)
+    rollouts = WorldRollouts(server.url, [fleet.token], family="go_to", seed=4)
+    try:
+        rollouts.play(trainer.model, trainer.processing_class)
+        held = sorted(e["id"] for e in admin.episodes(agent=fleet.id, status="open"))
+        with BigWorldClient(server.url, fleet.token) as player:
+            player.abandon(held[0])  # ended under the rollouts: its next step is refused
+        moves = rollouts.play(trainer.model, trainer.processing_class)
+    finally:
+        rollouts.close()
+    assert rollouts.refused == 1
+    assert held[0] not in {m.episode_id for m in moves}
+    assert held[0] not in {p.episode_id for p in rollouts.played}
+    assert len(admin.episode(held[0])["steps"]) == 1  # nothing more of it was taken
+    for other in held[1:]:  # the others played their second step in the same turn
+        assert len(admin.episode(other)["steps"]) == 2
+
+
 def trainer_view(model_dir: Path, group: int) -> Any:
     """What rollout_func reads of TRL's trainer: the model, its tokenizer, the group size."""
     return SimpleNamespace(
