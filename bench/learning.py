@@ -480,6 +480,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 max_samples=args.max_samples,
                 lam=args.lam,
                 rank_uniform_groups=args.rank_uniform,
+                uniform_share=args.uniform_share,
                 per_episode=args.per_episode,
                 lr=args.lr,
                 device="cpu",
@@ -703,6 +704,13 @@ def main() -> int:
         "--rank-uniform",
         action="store_true",
         help="voted arms: rank a group that all failed or all succeeded by its votes (runs a-g)",
+    )
+    parser.add_argument(
+        "--uniform-share",
+        type=float,
+        default=TrainConfig.uniform_share,
+        help="with --rank-uniform: an update's samples from those groups per sample of the "
+        "groups with both outcomes, at most (0: no cap)",
     )
     parser.add_argument(
         "--per-episode",

@@ -51,6 +51,11 @@ class TrainConfig:
     rank_uniform_groups: bool = option(
         False, "with votes, rank a complete group that all failed or all succeeded by them"
     )
+    uniform_share: float = option(
+        0.0,
+        "ranked uniform groups give an update at most this many samples per sample of the "
+        "groups with both outcomes (0: no cap)",
+    )
     per_episode: bool = option(
         False, "every episode weighs the same in an update (else every decision does)"
     )

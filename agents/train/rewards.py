@@ -22,6 +22,7 @@ deviation is below :data:`EPS` standardises to zeros (no signal, so nothing to l
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -59,6 +60,7 @@ class Advantage:
     step: int
     reward: float  # R_i before standardising
     advantage: float
+    uniform: bool = False  # from a group that all succeeded or all failed, ranked by votes
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,8 @@ def policy_advantages(
             tally.small_groups += 1
             continue
         wins = sum(r.success for r in group)
-        if wins in (0, len(group)):
+        uniform = wins in (0, len(group))
+        if uniform:
             tally.uniform_groups += 1
             if not (rank_uniform and integrated):
                 continue
@@ -176,13 +179,28 @@ def policy_advantages(
                 if abs(adv) < EPS:
                     tally.zero_samples += 1
                     continue
-                out.append(Advantage(r.episode_id, i + 1, reward, adv))
+                out.append(Advantage(r.episode_id, i + 1, reward, adv, uniform))
     tally.samples = len(out)
     if per_episode and out:
         counts = Counter(a.episode_id for a in out)
         share = len(out) / len(counts)
         out = [replace(a, advantage=a.advantage * share / counts[a.episode_id]) for a in out]
     return out, tally
+
+
+def cap_uniform(advantages: list[Advantage], share: float, rng: random.Random) -> list[Advantage]:
+    """At most ``share`` samples of ranked uniform groups per sample of the groups with both
+    outcomes, drawn at random, the latter all kept, in the order given. Ranked, a group that
+    all failed standardises its steps among themselves, so a step that moved closer and failed
+    weighs as much as a winning one, and such groups outnumber those with a success where
+    outcomes are sparse: uncapped, on go_to_4 the oracle's votes taught moves far from the goal
+    and none of the winning moves (docs/benchmarks/closed-loop.md, run l)."""
+    uniform = [i for i, a in enumerate(advantages) if a.uniform]
+    allowed = int(share * (len(advantages) - len(uniform)))
+    if len(uniform) <= allowed:
+        return advantages
+    dropped = set(uniform) - set(rng.sample(uniform, allowed))
+    return [a for i, a in enumerate(advantages) if i not in dropped]
 
 
 def reward_model_advantages(

@@ -47,7 +47,12 @@ from agents.train.learner import (
     rank_accuracy,
     rank_cross_entropy,
 )
-from agents.train.rewards import group_rollouts, policy_advantages, reward_model_advantages
+from agents.train.rewards import (
+    cap_uniform,
+    group_rollouts,
+    policy_advantages,
+    reward_model_advantages,
+)
 
 log = logging.getLogger("bigworld.train")
 INITIAL = "init"  # the version name agents report before they first reload
@@ -310,10 +315,12 @@ class Trainer:
             rank_uniform=cfg.ranks_uniform_groups,
             per_episode=cfg.per_episode,
         )
+        rng = random.Random(cfg.seed + self.state.iteration)
+        if cfg.uniform_share > 0:
+            advantages = cap_uniform(advantages, cfg.uniform_share, rng)
         if len(advantages) < cfg.min_samples:
             return None
         if cfg.max_samples and len(advantages) > cfg.max_samples:
-            rng = random.Random(cfg.seed + self.state.iteration)
             advantages = rng.sample(advantages, cfg.max_samples)
         started = time.perf_counter()
         samples = [

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from agents.train.rewards import (
     Rollout,
+    cap_uniform,
     consistency_rewards,
     policy_advantages,
     reward_model_advantages,
@@ -132,6 +134,25 @@ def test_per_episode_every_episode_weighs_the_same_whatever_its_length() -> None
         scales = [weighed[episode, i] / plain[episode, i] for i in range(1, steps + 1)]
         assert sum(scales) == pytest.approx(7 / 3)
         assert all(s > 0 for s in scales)  # no sign changes
+
+
+def test_the_ranked_uniform_groups_share_of_an_update_is_capped() -> None:
+    """Two failed groups of four, ranked by their votes (16 samples), beside one group with
+    both outcomes (2 samples): a share of 1 keeps the mixed group's 2 and 2 of the 16, at
+    random; a share that allows them all keeps everything as it was."""
+    failed = [
+        rollout(10 * g + i, -1, ((v, v, v), (-v, -v, -v)), task=t)
+        for g, t in enumerate("ab")
+        for i, v in enumerate((1, -1, 1, -1))
+    ]
+    mixed = [rollout(1, 1, ((1, 1, 1),), task="c"), rollout(2, -1, ((1, 1, 1),), task="c")]
+    advantages, _ = policy_advantages(failed + mixed, rank_uniform=True)
+    assert sum(a.uniform for a in advantages) == 16 and sum(not a.uniform for a in advantages) == 2
+    capped = cap_uniform(advantages, 1.0, random.Random(0))
+    assert [a for a in capped if not a.uniform] == [a for a in advantages if not a.uniform]
+    assert sum(a.uniform for a in capped) == 2
+    assert [a for a in advantages if a in capped] == capped  # the order kept
+    assert cap_uniform(advantages, 8.0, random.Random(0)) == advantages
 
 
 def test_min_group_size_is_respected() -> None:

@@ -379,6 +379,35 @@ def test_with_votes_a_group_that_all_failed_is_trained_on_when_ranked(
             assert metrics is None and t.feed.dropped == 2
 
 
+def test_ranked_failed_groups_give_at_most_their_share_of_an_update(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """With ``uniform_share`` 0.5, a ranked group that all failed gives no update on its own
+    (no samples of a group with both outcomes to share), and beside a mixed group gives half
+    as many samples as that group: 4 of its 4 + 2 of the failed group's 4."""
+    server = FakeServer()
+    t = trainer(
+        server,
+        models,
+        tmp_path / "run",
+        mode="integrated_frozen_rm",
+        group_size=2,
+        min_samples=1,
+        rank_uniform_groups=True,
+        uniform_share=0.5,
+        group_by="task",
+    )
+    server.add_episode("a", -1, version="1")
+    server.add_episode("a", -1, version="1", flip_votes=True)
+    t.collect()
+    assert t.update() is None and len(t.waiting) == 2
+    server.add_episode("b", 1, version="1")
+    server.add_episode("b", -1, version="1")
+    t.collect()
+    metrics = t.update()
+    assert metrics is not None and metrics["groups"] == 2 and metrics["samples"] == 6
+
+
 def test_the_trainer_rides_out_a_server_outage_and_a_lost_registration_answer(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
