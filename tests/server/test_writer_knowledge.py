@@ -18,7 +18,7 @@ import pytest
 from dbfixtures import fresh_database
 from harness import ADMIN_TOKEN, Api, AppServer, db_state
 from pydantic import SecretStr
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
 from server import worlds
@@ -31,6 +31,7 @@ from world.state import World
 from world.store import WorldRow, driver, lock_world, make_engine, session_factory
 from world.store.backend import SqlBackend
 from world.store.known import Batch, Known
+from world.store.regions import Scope
 
 # A batched step of a fleet's agent here on PostgreSQL: 17.9 statements before the writer knew
 # regions, places and the world row and an avatar was read with what is around it, 11.5 since
@@ -334,3 +335,32 @@ def test_a_batched_step_on_postgres_takes_few_statements(
             server.stop()
     per_step = statements.total() / (2 * 16)
     assert per_step <= MAX_STATEMENTS_PER_STEP, statements.sent.most_common()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_the_batch_that_takes_the_world_reads_the_row_after_what_others_drew(
+    runtime: Runtime,
+) -> None:
+    """A scoped transaction writes the world row (it creates a thing) while another process
+    draws a tick; the batch's next transaction, the first to hold the whole world, starts from
+    the clock as it is then, not as the scoped one left it."""
+    runtime.world_transaction(_in(runtime, lambda world: world.add_avatar("ann", "ann")))
+    other = make_engine(runtime.settings.resolved_database_url())
+    drawn: list[int] = []
+
+    def scoped(world: World) -> None:
+        world.advance()
+        world.create_thing("apple", place=world.avatar("ann").place)
+        with other.connect() as conn:  # another process's transaction, elsewhere in the world
+            drawn.append(conn.execute(text("SELECT nextval('bigworld_ticks')")).scalar_one())
+            conn.commit()
+
+    try:
+        futures = runtime.writer.submit_many(
+            [(_in(runtime, scoped), Scope("ann")), (lambda _session, row: row.meta.tick, None)]
+        )
+        results = [future.result(60) for future in futures]
+    finally:
+        other.dispose()
+    assert results[1] == drawn[0]

@@ -164,21 +164,21 @@ class Known:
         for key in generated:  # a generation writes every place of its region
             if self._batch.holds(key):
                 self._places[key] = {}
-        for row in places:
-            key = region_of(row["id"])
+        for place in places:
+            key = region_of(place["id"])
             if key not in self._places:
                 known = self._batch.places.get(key)
                 if known is None or not self._batch.holds(key):
                     continue
                 self._places[key] = dict(known)
-            self._places[key][row["id"]] = row
+            self._places[key][place["id"]] = place
 
     def keep(self) -> None:
         """The transaction kept its work (``session.commit()``): what it knows is the batch's."""
         self._batch.regions.update(self._regions)
         self._batch.places.update(self._places)
-        if self._row is not None:
-            self._batch.row = self._row
+        if self._row is not None and self._batch.whole:  # a row written holding less is not
+            self._batch.row = self._row  # kept: the next to hold the world reads it afresh
         self.drop()
 
     def drop(self) -> None:
