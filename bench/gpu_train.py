@@ -8,9 +8,13 @@ For a machine with a CUDA GPU and the ``vllm`` extra installed (no network neede
 3. runs policy agents whose model calls go to one shared vLLM offline engine (``rank`` or
    ``generate`` decoding); an untrained model never finishes a task, so every other episode
    follows the oracle's hints (``GuidedPolicy``) and the rollout groups carry signal;
-4. runs the trainer (outcome-only PPO-clip + k3 KL, transformers on the GPU) for
-   ``--iterations`` updates: each saves a version (safetensors), registers it, and the
-   agents' engine reloads it in place (vLLM's worker ``load_weights``, no restart);
+4. runs the trainer (PPO-clip + k3 KL, transformers on the GPU) for ``--iterations``
+   updates, in one of the learning bench's arms (``--arm``, ``bench/learning.py``):
+   outcome-only by default; ``integrated_oracle`` adds step votes from the oracle (a judge
+   without noise), ``integrated`` from a reward model of the same size (transformers on the
+   GPU, frozen), ``integrated_rm`` trains that reward model too. Each update saves a version
+   (safetensors), registers it, and the agents' engine reloads it in place (vLLM's worker
+   ``load_weights``, no restart);
 5. reports tokens/s of rollouts (tokens the engine processed per second inside it) and of
    training (prompt and completion tokens through the model per second of update, the
    rollout log-prob pass not counted), the time to publish a
@@ -22,6 +26,7 @@ $OUT/gpu_train.json when $OUT is set)::
 
     python bench/gpu_train.py                       # GPU: hidden 512, 4 layers, 3 updates
     python bench/gpu_train.py --dry-run --iterations 2
+    python bench/gpu_train.py --arm integrated_rm   # step votes, the reward model trained
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 from gpu_check import SharedEngine  # noqa: E402
+from learning import ARMS, VOTED  # noqa: E402
 from live import start_server  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
@@ -57,6 +63,7 @@ from agents.policy_agent import (  # noqa: E402
     PolicyRunner,
     RunnerConfig,
 )
+from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.config import TrainConfig  # noqa: E402
 from agents.train.trainer import Trainer  # noqa: E402
 
@@ -81,6 +88,12 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=3, help="trainer updates")
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--decode", choices=("rank", "generate"), default="rank")
+    parser.add_argument(
+        "--arm",
+        choices=[arm for arm, (mode, forge) in ARMS.items() if mode and not forge],
+        default="outcome_only",
+        help="what the trainer learns from (bench/learning.py's arms)",
+    )
     parser.add_argument("--hidden", type=int, default=None, help="default 512 (dry run: 64)")
     parser.add_argument("--layers", type=int, default=None, help="default 4 (dry run: 1)")
     parser.add_argument("--family", default="examine_in_light", help="task family played")
@@ -102,6 +115,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)",
         "backend": "transformers" if args.dry_run else "vllm",
         "decode": args.decode,
+        "arm": args.arm,
     }
     with tempfile.TemporaryDirectory(prefix="bigworld-gpu-train-") as tmp:
         work = Path(tmp)
@@ -113,6 +127,7 @@ def main() -> int:
                 "BIGWORLD_STEP_BUDGET": str(args.step_budget),
                 "BIGWORLD_SEED": str(args.seed),
                 "BIGWORLD_LOG_LEVEL": "warning",
+                "BIGWORLD_RECORD_DISTANCE": "true",  # the oracle's votes are read from it
             },
         )
         try:
@@ -130,8 +145,10 @@ def _run(
 ) -> dict[str, Any]:
     admin = BigWorldClient(server.url, server.admin_token)
     trainer_client = BigWorldClient(server.url, admin.create_agent("trainer", "trainer").token)
+    mode = ARMS[args.arm][0]
+    reward = init_model("reward", work / "rm0", _spec(args)) if mode in VOTED else None
     config = TrainConfig(
-        mode="outcome_only",
+        mode=mode,
         group_by="family",
         group_size=8,
         min_samples=8,
@@ -142,7 +159,9 @@ def _run(
         device=device,
         seed=args.seed,
     )
-    trainer = Trainer(trainer_client, config, policy_dir=base, reward_dir=None, out=work / "train")
+    trainer = Trainer(
+        trainer_client, config, policy_dir=base, reward_dir=reward, out=work / "train"
+    )
     started = time.perf_counter()
     engine: LanguageModel = (
         TransformersModel(base, version="init", device="cpu")
@@ -166,6 +185,22 @@ def _run(
             )
         )
     loops = [(r.stop, r.run) for r in runners]
+    judges = None
+    if reward is not None:  # a reward agent votes on every step of every ended episode
+        judge: Any = (
+            HeuristicJudge(0.0, args.seed)
+            if args.arm == "integrated_oracle"
+            else ModelJudge(
+                TransformersModel(reward, version="init", device=device),
+                Sampling(1.0, 24, seed=args.seed),
+                "rank",
+            )
+        )
+        token = admin.create_agent("gpu-judge", "reward").token
+        judges = RewardRunner(
+            BigWorldClient(server.url, token), judge, RewardConfig(votes=config.votes)
+        )
+        loops.append((judges.stop, judges.run))
     loops.append((trainer.stop, lambda: trainer.run(args.iterations, progress=True)))
     threads = [threading.Thread(target=run, daemon=True) for _, run in loops]
     started = time.perf_counter()
@@ -207,10 +242,17 @@ def _run(
                     "publish_s": round(u["publish_s"], 3),
                     "loss": round(u["loss"], 4),
                     "kl": round(u["kl"], 5),
+                    # integrated_rm: the reward model's update beside the policy's
+                    **(
+                        {"rm_samples": int(u["rm_samples"]), "rm_loss": round(u["rm_loss"], 4)}
+                        if "rm_samples" in u
+                        else {}
+                    ),
                 }
                 for i, u in enumerate(updates)
             ],
             "reload_s": [round(s, 3) for s in shared.reload_s],
+            "judged_episodes": judges.judged_episodes if judges is not None else 0,
             "versions_played": sorted(set().union(*(r.stats.versions for r in runners))),
             "agents_on_newest": all(r.policy.version == newest() for r in runners),
         }
