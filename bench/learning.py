@@ -40,7 +40,9 @@ steps, the tiny policy is cloned from the demonstrator's choices in its successf
 judge's answers. On the go_to rungs both models are untrained.
 
 Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
-last ``--window`` episodes, per family, the trainer's figures, prompt tokens and candidates per
+last ``--window`` episodes, per family, the share of steps the oracle calls good (toward the
+goal) over those windows, all of them and split one move from the goal or farther (and each
+share's difference against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
 plan distance) in the first and second half, and for each way of grouping rollouts how often
 the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
