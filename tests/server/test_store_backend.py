@@ -13,7 +13,14 @@ from world import engine
 from world.replay import replay
 from world.snapshot import Snapshot
 from world.state import ORIGIN, MemoryBackend, World
-from world.store import SqlBackend, ensure_world, lock_world, make_engine, session_factory
+from world.store import (
+    SqlBackend,
+    driver,
+    ensure_world,
+    lock_world,
+    make_engine,
+    session_factory,
+)
 from world.store.history import image_at
 from world.store.models import EventRow
 
@@ -117,6 +124,35 @@ def test_a_crowd_is_read_alike_from_the_database_and_from_memory(db) -> None:
         named, total = stored.load_crowd(ORIGIN, "bee03", 3)
         assert [a.id for a in named] == ["bee01", "bee02", "bee05"] and total == 6
         assert stored.load_crowd("0,0:1", "bee03", 3) == ([], 0)
+
+
+def test_a_snapshot_reads_a_crowds_inventories_at_once(db, monkeypatch) -> None:
+    """A planner's snapshot copies what every avatar in its places holds: one read for all
+    of them (a fleet's thousand avatars at the origin cost a read each before), and the same
+    copy as the in-memory backend's."""
+    memory = MemoryBackend(SEED)
+    crowd = [f"cat{k:02d}" for k in range(12)]
+    for avatar in crowd:
+        _apply(World(memory), None, avatar)
+        _run_sql(db, avatar, [None])
+    for action in ("open cabinet 1", "take apple 1 from countertop 1"):  # one holds something
+        action = _choose(action, engine.observe(World(memory.clone()), "cat03").admissible)
+        _apply(World(memory), action, "cat03")
+        _run_sql(db, "cat03", [action])
+    reads: list[str] = []
+    run = driver._run
+
+    def counted(conn, compiled, params, *, many):
+        reads.append(" ".join(compiled.sql.split()))
+        return run(conn, compiled, params, many=many)
+
+    monkeypatch.setattr(driver, "_run", counted)
+    with db() as session:
+        stored = Snapshot.of(World(SqlBackend(session)), "cat00")
+    held = Snapshot.of(World(memory.clone()), "cat00")
+    assert set(crowd) <= set(stored.avatars) and stored.avatars == held.avatars
+    assert list(stored.things.items()) == list(held.things.items())
+    assert sum("FROM things WHERE things.holder" in sql for sql in reads) <= 2
 
 
 def test_replay_of_the_log_gives_the_live_hash(db) -> None:

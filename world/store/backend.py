@@ -158,7 +158,17 @@ class SqlBackend:
         return self._hand_avatar(row)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
-        return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
+        """The avatars standing in ``places``, and what they hold in one more read (then
+        :meth:`load_inventory` answers from it): a planner's snapshot of a crowded place asks
+        for every one of their inventories next, a read each otherwise."""
+        rows = self.rows_in(AvatarRow, "place", places)
+        unread = [r["id"] for r in rows if r["id"] not in self._held]
+        if unread:
+            held: dict[str, list[dict[str, Any]]] = {avatar: [] for avatar in unread}
+            for thing in self.rows_in(ThingRow, "holder", unread):
+                held[thing["holder"]].append(thing)
+            self._held.update(held)
+        return [self._hand_avatar(r) for r in rows]
 
     def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
         key = (place, without, limit)
