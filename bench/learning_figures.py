@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +65,21 @@ def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> d
     }
 
 
-def progress(detail: dict[str, Any]) -> dict[int, int]:
-    """The oracle's verdict on each step of an episode: +1 where the plan to the goal shrank
-    or the goal was met, -1 where it did not; steps without recorded distances are left out."""
-    truth, before = {}, detail.get("distance")
+def _verdicts(detail: dict[str, Any]) -> Iterator[tuple[int, int | None, int]]:
+    """(step, the plan's length before it, the oracle's verdict) for each judged step of an
+    episode: +1 where the plan to the goal shrank or the goal was met, -1 where it did not;
+    steps without recorded distances are left out."""
+    before = detail.get("distance")
     for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
         after = step.get("distance")
         if step["success"] or (before is not None and after is not None):
-            truth[step["step"]] = 1 if step["success"] or after < before else -1
+            yield step["step"], before, 1 if step["success"] or after < before else -1
         before = after
-    return truth
+
+
+def progress(detail: dict[str, Any]) -> dict[int, int]:
+    """The oracle's verdict on each step of an episode (:func:`_verdicts`), by step."""
+    return {step: verdict for step, _, verdict in _verdicts(detail)}
 
 
 def toward_goal(detail: dict[str, Any]) -> dict[str, int]:
@@ -81,20 +87,13 @@ def toward_goal(detail: dict[str, Any]) -> dict[str, int]:
     judged: all of them, and those taken one move from the goal (``near``: the goal's name is
     among the exits, so the observation shows the way) and farther (``far``: which exit leads
     closer is not in the observation; a policy must have learned the map)."""
-    truth, before = progress(detail), {}
-    at = detail.get("distance")
-    for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
-        before[step["step"]] = at
-        at = step.get("distance")
-    near = {i: v for i, v in truth.items() if before.get(i) == 1}
-    far = {i: v for i, v in truth.items() if i not in near}
+    judged = list(_verdicts(detail))
+    near = [v for _, before, v in judged if before == 1]
+    far = [v for _, before, v in judged if before != 1]
     return {
         f"{name}{part}": count
-        for part, verdicts in (("", truth), ("_near", near), ("_far", far))
-        for name, count in (
-            ("closer", sum(v > 0 for v in verdicts.values())),
-            ("judged", len(verdicts)),
-        )
+        for part, verdicts in (("", [v for _, _, v in judged]), ("_near", near), ("_far", far))
+        for name, count in (("closer", sum(v > 0 for v in verdicts)), ("judged", len(verdicts)))
     }
 
 

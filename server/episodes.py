@@ -167,10 +167,9 @@ def _free_avatar(
 ) -> str:
     """The first of the caller's avatars without an open episode (idle ones are abandoned
     first); an agent at its limit is refused."""
-    before = now - runtime.settings.episode_idle_timeout_s
     current = []
     for episode_id, avatar, touched in records.open_avatars(session=session, agent_id=caller.id):
-        if touched < before:  # idle (_idle's test, read from the columns)
+        if _untouched(runtime, touched, now):
             idle = records.get_episode(session=session, episode_id=episode_id)
             assert idle is not None  # read in this transaction
             _abandon(runtime, session, world, idle, now)
@@ -442,8 +441,12 @@ def _rules_view(episode: EpisodeRow) -> episodes.Episode:
 def _idle(runtime: Runtime, episode: EpisodeRow, now: float) -> bool:
     """Whether an open episode has gone untouched past the idle timeout (it is then
     abandoned by the next request that meets it, or by the reaper)."""
-    timeout = runtime.settings.episode_idle_timeout_s
-    return episode.status == episodes.OPEN and episode.updated_at < now - timeout
+    return episode.status == episodes.OPEN and _untouched(runtime, episode.updated_at, now)
+
+
+def _untouched(runtime: Runtime, touched: float, now: float) -> bool:
+    """Whether an episode last touched at ``touched`` has been idle past the timeout."""
+    return touched < now - runtime.settings.episode_idle_timeout_s
 
 
 def _abandon(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from pydantic import SecretStr
 from sqlalchemy import func, select
 from starlette import testclient
 
@@ -20,7 +21,8 @@ from starlette import testclient
 # the row counts below are over every table of the schema.
 import forge.models  # noqa: F401
 import server.models  # noqa: F401
-from server.app import create_app
+from server.app import create_app, prepare_database
+from server.runtime import Runtime
 from server.settings import Settings
 from world.state import World
 from world.store import SqlBackend, make_engine, session_factory
@@ -164,3 +166,22 @@ def db_state(database_url: str) -> dict[str, Any]:
     finally:
         engine.dispose()
     return out
+
+
+@contextmanager
+def built_runtime(database_url: str, data_dir: Path, **settings: Any) -> Iterator[Runtime]:
+    """A server's runtime over ``database_url`` with its database prepared, and no app: world
+    transactions run straight through its writer. The forge is off unless ``settings`` say."""
+    runtime = Runtime.build(
+        Settings(
+            data_dir=data_dir,
+            database_url=database_url,
+            admin_token=SecretStr(ADMIN_TOKEN),
+            **{"forge_enabled": False, **settings},
+        )
+    )
+    prepare_database(runtime)
+    try:
+        yield runtime
+    finally:
+        runtime.close()

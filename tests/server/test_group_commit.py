@@ -12,18 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ADMIN_TOKEN
-from pydantic import SecretStr
+from harness import built_runtime
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from server import episodes
 from server.accounts import register_agent
-from server.app import prepare_database
 from server.credentials import Caller
 from server.errors import ApiError, Conflict
 from server.runtime import Runtime
-from server.settings import Settings
 from world import engine
 from world.schemas import StepIn, StepOut
 from world.state import World
@@ -35,19 +32,8 @@ CLIENTS = 8
 
 @pytest.fixture
 def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=database_url,
-        admin_token=SecretStr(ADMIN_TOKEN),
-        forge_enabled=False,
-        step_budget=10_000,
-    )
-    runtime = Runtime.build(settings)
-    prepare_database(runtime)
-    try:
+    with built_runtime(database_url, tmp_path / "data", step_budget=10_000) as runtime:
         yield runtime
-    finally:
-        runtime.close()
 
 
 @pytest.fixture

@@ -16,15 +16,12 @@ from typing import Any
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, db_state
-from pydantic import SecretStr
+from harness import ADMIN_TOKEN, Api, AppServer, built_runtime, db_state
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
 from server import worlds
-from server.app import prepare_database
 from server.runtime import Runtime
-from server.settings import Settings
 from world import engine, world_events
 from world.contract import MAIN_WORLD
 from world.state import World
@@ -43,18 +40,8 @@ DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 @pytest.fixture
 def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=database_url,
-        admin_token=SecretStr(ADMIN_TOKEN),
-        forge_enabled=False,
-    )
-    runtime = Runtime.build(settings)
-    prepare_database(runtime)
-    try:
+    with built_runtime(database_url, tmp_path / "data") as runtime:
         yield runtime
-    finally:
-        runtime.close()
 
 
 def _in(runtime: Runtime, act: Callable[[World], Any]) -> Callable[[Session, WorldRow], Any]:
