@@ -82,8 +82,9 @@ class Snapshot:
                 for avatar in world.avatars_at(here):
                     avatars[avatar.id] = replace(avatar, attrs=dict(avatar.attrs))
         avatars[me.id] = replace(me, attrs=dict(me.attrs))
-        for avatar in avatars.values() if things else ():
-            for thing in world.peek_inventory(avatar.id):
+        held = world.peek_inventories(list(avatars)) if things else {}
+        for inventory in held.values():  # one read for every avatar's
+            for thing in inventory:
                 copied[thing.id] = thing.copy()
         for thing in copied.values():
             dynamics.settle(thing, world.rules, copy_meta, meta.tick)

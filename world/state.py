@@ -36,6 +36,10 @@ class Backend(Protocol):
         ...
 
     def load_inventory(self, avatar: str) -> list[Thing]: ...
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        """What each of ``avatars`` holds (one read for all: a snapshot copies a crowd's)."""
+        ...
+
     def load_thing(self, thing: int) -> Thing | None: ...
     def load_avatar(self, avatar: str) -> Avatar | None: ...
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
@@ -244,9 +248,18 @@ class World:
 
     def peek_inventory(self, avatar_id: str) -> list[Thing]:
         """What an avatar holds, without loading it into the transaction."""
-        loaded = avatar_id in self._loaded_inventories
-        stored = [] if loaded else self.backend.load_inventory(avatar_id)
-        return self._peek(loaded, stored, lambda t: t.holder == avatar_id)
+        return self.peek_inventories([avatar_id])[avatar_id]
+
+    def peek_inventories(self, avatar_ids: Sequence[str]) -> dict[str, list[Thing]]:
+        """What each of these avatars holds, without loading it into the transaction (one
+        read for all those whose inventories it does not hold)."""
+        unloaded = [a for a in avatar_ids if a not in self._loaded_inventories]
+        stored = self.backend.load_inventories(unloaded) if unloaded else {}
+        held: dict[str, list[Thing]] = {}
+        for avatar_id in avatar_ids:
+            loaded = avatar_id in self._loaded_inventories
+            held[avatar_id] = self._peek(loaded, stored.get(avatar_id, []), _held_by(avatar_id))
+        return held
 
     def _peek(
         self, loaded: bool, stored: list[Thing], here: Callable[[Thing], bool]
@@ -463,6 +476,10 @@ def _by_id(thing: Thing) -> int:
     return thing.id
 
 
+def _held_by(avatar_id: str) -> Callable[[Thing], bool]:
+    return lambda thing: thing.holder == avatar_id
+
+
 def crowd_of(avatars: Iterable[Avatar], without: str, limit: int) -> tuple[list[Avatar], int]:
     """:meth:`Backend.load_crowd` over all the avatars standing in one place."""
     others = sorted((a for a in avatars if a.id != without), key=lambda a: a.id)
@@ -514,6 +531,9 @@ class MemoryBackend:
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return [self.things[i] for i in self._held.get(avatar, ())]
+
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        return {avatar: self.load_inventory(avatar) for avatar in avatars}
 
     def load_thing(self, thing: int) -> Thing | None:
         return self.things.get(thing)

@@ -253,6 +253,16 @@ def test_a_failed_batch_leaves_nothing_known_that_was_not_committed(
     assert statements.of("regions") == 0  # committed, so known: not read again
 
 
+def _fork(runtime: Runtime, name: str) -> Runtime:
+    """A fork of ``runtime``'s world at its tick now, and the fork's runtime."""
+    with runtime.sessions() as session:
+        tick = World(SqlBackend(session), runtime.rules).tick
+        worlds.create(runtime, session, MAIN_WORLD, tick, name)
+    made = runtime.world(name)
+    assert made is not None
+    return made
+
+
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_forks_known_regions_are_its_own(runtime: Runtime) -> None:
     def peek(world_runtime: Runtime, rx: int, ry: int) -> bool:
@@ -261,16 +271,8 @@ def test_a_forks_known_regions_are_its_own(runtime: Runtime) -> None:
         )
         return found is not None
 
-    def fork(name: str) -> Runtime:
-        with runtime.sessions() as session:
-            tick = World(SqlBackend(session), runtime.rules).tick
-            worlds.create(runtime, session, MAIN_WORLD, tick, name)
-        made = runtime.world(name)
-        assert made is not None
-        return made
-
     runtime.world_transaction(_in(runtime, lambda world: world.region(0, 0)))
-    first = fork("first")
+    first = _fork(runtime, "first")
     first.world_transaction(_in(first, lambda world: world.region(30, 30)))
     later = _in(runtime, lambda world: (engine.heartbeat(world), world.region(31, 31)))
     runtime.world_transaction(later)
@@ -279,9 +281,31 @@ def test_a_forks_known_regions_are_its_own(runtime: Runtime) -> None:
 
     with runtime.sessions() as session:
         worlds.delete(runtime, session, "first")
-    again = fork("first")  # the same name, at a tick where main holds (31, 31)
+    again = _fork(runtime, "first")  # the same name, at a tick where main holds (31, 31)
     assert not peek(again, 30, 30)  # the deleted fork's regions went with it
     assert peek(again, 31, 31)
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_step_in_a_fork_reads_no_inventories_of_the_avatars_beside_it(
+    runtime: Runtime, statements: Statements
+) -> None:
+    """A step's look reads the crowd where it stands through the fork's parent: who stands
+    there, not what each of them holds (a planner's snapshot reads that, ``load_inventories``)."""
+
+    def crowd(world: World) -> None:
+        for k in range(6):
+            world.add_avatar(f"cat{k}", f"cat{k}")
+        world.create_thing("apple", holder="cat1")
+
+    runtime.world_transaction(_in(runtime, crowd))
+    fork = _fork(runtime, "beside")
+    statements.on = True
+    result = fork.world_transaction(_in(fork, lambda world: engine.step(world, "cat0", "look")))
+    statements.on = False
+    assert "cat1" in result.observation
+    held = [sql for sql in statements.sent if "FROM things WHERE things.holder" in sql]
+    assert held == [], statements.sent.most_common()
 
 
 @pytest.mark.postgres

@@ -130,10 +130,17 @@ class SqlBackend:
         return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        rows = self._held.get(avatar)
-        if rows is None:
-            rows = self._rows(ThingRow, "holder", holder=avatar)
-        return [self._hand_thing(r) for r in rows]
+        return self.load_inventories([avatar])[avatar]
+
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        """What each of ``avatars`` holds: those read with their avatar from that read, the
+        rest in one statement."""
+        held = {avatar: self._held.get(avatar, []) for avatar in avatars}
+        unread = [avatar for avatar in held if avatar not in self._held]
+        if unread:
+            for row in self.rows_in(ThingRow, "holder", unread):
+                held[row["holder"]].append(row)  # an unread one's list is new
+        return {avatar: [self._hand_thing(r) for r in rows] for avatar, rows in held.items()}
 
     def load_thing(self, thing: int) -> Thing | None:
         rows = self._rows(ThingRow, "id", id=thing)
@@ -158,17 +165,7 @@ class SqlBackend:
         return self._hand_avatar(row)
 
     def load_avatars_in(self, places: Sequence[str]) -> list[Avatar]:
-        """The avatars standing in ``places``, and what they hold in one more read (then
-        :meth:`load_inventory` answers from it): a planner's snapshot of a crowded place asks
-        for every one of their inventories next, a read each otherwise."""
-        rows = self.rows_in(AvatarRow, "place", places)
-        unread = [r["id"] for r in rows if r["id"] not in self._held]
-        if unread:
-            held: dict[str, list[dict[str, Any]]] = {avatar: [] for avatar in unread}
-            for thing in self.rows_in(ThingRow, "holder", unread):
-                held[thing["holder"]].append(thing)
-            self._held.update(held)
-        return [self._hand_avatar(r) for r in rows]
+        return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
 
     def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
         key = (place, without, limit)

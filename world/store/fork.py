@@ -130,11 +130,6 @@ class ForkBackend:
         gone = self.own.rows_in(RemovedThingRow, "id", wanted)
         return {row["id"] for row in (*own, *gone)}
 
-    def _merge_things(self, own: list[Thing], parents: list[Thing]) -> list[Thing]:
-        shadowed = self._shadowed(t.id for t in parents)
-        kept = [t for t in parents if t.id not in shadowed]
-        return sorted([*own, *kept], key=lambda t: t.id)
-
     # -- loading ---------------------------------------------------------------------------
     def load_meta(self) -> WorldMeta:
         return self.own.load_meta()
@@ -154,11 +149,20 @@ class ForkBackend:
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         mine = [p for p in places if p in self.written.spots]
         own = self.own.load_things_in(mine) if mine else []
-        return self._merge_things(own, self.parent.load_things_in(places))
+        parents = self.parent.load_things_in(places)
+        return _merged(own, parents, self._shadowed(t.id for t in parents))
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        own = self.own.load_inventory(avatar) if avatar in self.written.spots else []
-        return self._merge_things(own, self.parent.load_inventory(avatar))
+        return self.load_inventories([avatar])[avatar]
+
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        """The fork's own rows of those that have held its things, over the parent's (one
+        read of each, and one look for what the fork shadows of all the parent's)."""
+        mine = [avatar for avatar in avatars if avatar in self.written.spots]
+        own = self.own.load_inventories(mine) if mine else {}
+        parents = self.parent.load_inventories(avatars)
+        shadowed = self._shadowed(t.id for held in parents.values() for t in held)
+        return {a: _merged(own.get(a, []), parents[a], shadowed) for a in avatars}
 
     def load_thing(self, thing: int) -> Thing | None:
         if thing not in self.written.things:
@@ -247,6 +251,11 @@ class ForkBackend:
 
 
 Rows = dict[str, dict[Any, dict[str, Any]]]  # table -> key -> row
+
+
+def _merged(own: list[Thing], parents: list[Thing], shadowed: set[int]) -> list[Thing]:
+    """The fork's ``own`` things and its parent's it has not ``shadowed``, by id."""
+    return sorted([*own, *(t for t in parents if t.id not in shadowed)], key=lambda t: t.id)
 
 
 def _key(table: str, row: dict[str, Any]) -> Any:

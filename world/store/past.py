@@ -185,10 +185,19 @@ class PastBackend:
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         wanted = set(places)
-        return self._things_where(self.now.load_things_in(places), lambda t: t.place in wanted)
+        then = [t for t in self._things.values() if t is not None and t.place in wanted]
+        return self._merged(self.now.load_things_in(places), then)
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        return self._things_where(self.now.load_inventory(avatar), lambda t: t.holder == avatar)
+        return self.load_inventories([avatar])[avatar]
+
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        stored = self.now.load_inventories(avatars)
+        then: dict[str, list[Thing]] = {avatar: [] for avatar in avatars}
+        for image in self._things.values():
+            if image is not None and image.holder in then:
+                then[image.holder].append(image)
+        return {avatar: self._merged(stored[avatar], then[avatar]) for avatar in avatars}
 
     def load_thing(self, thing: int) -> Thing | None:
         if thing not in self._things:
@@ -213,12 +222,11 @@ class PastBackend:
     def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
         return crowd_of(self.load_avatars_in([place]), without, limit)
 
-    def _things_where(self, stored: Iterable[Thing], then: Callable[[Thing], bool]) -> list[Thing]:
-        """``stored`` things unchanged since the tick, and the images of changed ones that
-        ``then`` picks, by id."""
+    def _merged(self, stored: Iterable[Thing], then: Iterable[Thing]) -> list[Thing]:
+        """``stored`` things unchanged since the tick, and copies of the images ``then`` of
+        changed ones, by id."""
         kept = [t for t in stored if t.id not in self._things]
-        moved = [t.copy() for t in self._things.values() if t is not None and then(t)]
-        return sorted([*kept, *moved], key=lambda t: t.id)
+        return sorted([*kept, *(t.copy() for t in then)], key=lambda t: t.id)
 
     def save(self, changes: ChangeSet) -> None:
         raise StoreError(f"the world at tick {self.tick} is read-only")
@@ -429,9 +437,17 @@ class KeptPast:
         return [self._thing(found[i]) for i in sorted(found)]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
-        read = lambda: tuple(self.past.load_inventory(avatar))  # noqa: E731
-        held = self._kept(self.kept.inventories, avatar, read, lambda h: len(h) + 1)
-        return [self._thing(t) for t in held]
+        return self.load_inventories([avatar])[avatar]
+
+    def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
+        """What ``kept`` holds of each avatar's, and the rest read at once and kept."""
+        held = {avatar: self.kept.inventories.get(avatar) for avatar in avatars}
+        missing = [avatar for avatar, there in held.items() if there is None]
+        if missing:
+            fresh = {a: tuple(h) for a, h in self.past.load_inventories(missing).items()}
+            self.kept.put(self.kept.inventories, fresh, sum(len(h) + 1 for h in fresh.values()))
+            held.update(fresh)
+        return {avatar: [self._thing(t) for t in there or ()] for avatar, there in held.items()}
 
     def load_thing(self, thing: int) -> Thing | None:
         image = self._kept(self.kept.things, thing, lambda: self.past.load_thing(thing))
