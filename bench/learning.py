@@ -8,6 +8,10 @@ an RL library):
 - ``go_to_2``: go_to up to 2 hops (the server's ``--go-to-hops 2``), also from a cold start;
 - ``go_to_4``: up to 4 hops, cold: successes are rare, so outcomes alone say little, and each
   step's progress toward the goal is what there is to learn from (the closed loop's rung);
+- ``follow_4``: ``follow`` up to 4 hops, cold: the task names every move ("go to the south
+  road, then the tunnel 3, then the tunnel 4"), so the observation shows each step's right
+  action, yet a walk at random almost never completes four of them: the rung where step credit
+  must help;
 - ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
   scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
 
@@ -37,7 +41,7 @@ alone, or with ``--demonstrator oracle`` the oracle) and a random agent play on 
 server, a heuristic judge (the oracle's plan distance, with some votes flipped) judges their
 steps, the tiny policy is cloned from the demonstrator's choices in its successful episodes
 (rank loss; per-step accuracy measured on the held-out tenth), the tiny reward model from the
-judge's answers. On the go_to rungs both models are untrained.
+judge's answers. On the go_to and follow rungs both models are untrained.
 
 Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
 last ``--window`` episodes, per family, the share of steps the oracle calls good (toward the
@@ -135,6 +139,7 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
     "go_to": (["go_to"], {}, True),
     "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
     "go_to_4": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
+    "follow_4": (["follow"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)

@@ -142,7 +142,10 @@ def candidates(
 
 def near(task: PoolTask, avatar_place: str) -> bool:
     """Whether the places a task names lie in the avatar's region or one next to it (the
-    oracle plans only there); tasks without places (craft, cooperate) always qualify."""
+    oracle plans only there); tasks without places (craft, cooperate) always qualify. A task
+    that spells out its way from a ``start`` (follow) qualifies only there."""
+    if task.params.get("start", avatar_place) != avatar_place:
+        return False
     ax, ay = region_of(avatar_place)
     for key in ("place", "resource_place"):
         if key in task.params:

@@ -33,6 +33,7 @@ from server.runtime import Runtime
 from world import rng, sampling, tasks
 from world.contract import ErrorCode
 from world.errors import TaskError, WorldError
+from world.families import get_family
 from world.snapshot import Snapshot
 from world.state import World
 from world.store import SqlBackend, WorldRow, records
@@ -113,8 +114,9 @@ def draw(
 
     Without a family, once the curriculum has led the pool to a go_to rung
     (``forge.pool.rung``), the draw follows it: pool go_to tasks (besides probes and pending
-    trials), else a fresh go_to near the avatar at the rung's hops. A fresh sample for
-    ``family`` go_to takes hops uniformly in 1..``go_to_hops``, from the world's generator.
+    trials), else a fresh go_to near the avatar at the rung's hops. A fresh sample for a
+    family whose candidates take hops (go_to, follow) takes them uniformly in
+    1..``go_to_hops``, from the world's generator.
     Raises TaskError when no task can be made near the avatar."""
     row, config = state(session)
     row.draws += 1
@@ -207,36 +209,34 @@ def _fresh(
     current: forge_pool.Rung | None,
     go_to_hops: int,
 ) -> tasks.Task:
-    """A freshly sampled task for the draw: for a go_to request, a go_to at ``fresh_hops``;
-    without a family once the curriculum has a rung, a go_to at the rung's hops carrying its
-    ``from_family`` (then any family); else a task of ``family`` (or of any drawn family). A
-    go_to takes fewer hops where no place lies that far (down to one)."""
+    """A freshly sampled task for the draw: for a go_to or follow request, one at
+    ``fresh_hops``; without a family once the curriculum has a rung, a go_to at the rung's hops
+    carrying its ``from_family`` (then any family); else a task of ``family`` (or of any drawn
+    family). A go_to or follow takes fewer hops where no place lies that far (down to one)."""
     budget = config.plan_budget
-    if family == "go_to":
+    if family is not None and get_family(family).hopped:
         hops = fresh_hops(world.seed, number, go_to_hops)
-        return _go_to_near(world, avatar, key, budget, hops, None)
+        return _walk_near(world, avatar, key, budget, hops, family)
     if current is not None:
         with contextlib.suppress(TaskError):
-            return _go_to_near(world, avatar, key, budget, current.hops, current.from_family)
+            task = _walk_near(world, avatar, key, budget, current.hops, "go_to")
+            if current.from_family is None:
+                return task
+            return tasks.Task.make("go_to", {**task.params, "from_family": current.from_family})
     return sampling.sample_task(world, avatar, key=key, family=family, budget=budget)
 
 
-def _go_to_near(
-    world: World, avatar: str, key: str, budget: int, hops: int, from_family: str | None
+def _walk_near(
+    world: World, avatar: str, key: str, budget: int, hops: int, family: str
 ) -> tasks.Task:
-    """A go_to at ``hops`` from the avatar, else at fewer (down to one; TaskError when there is
-    none), carrying ``from_family`` when given."""
+    """A task of ``family`` (go_to or follow) at ``hops`` from the avatar, else at fewer (down
+    to one; TaskError when there is none)."""
     for rung in range(hops, 1, -1):
         with contextlib.suppress(TaskError):
-            task = sampling.sample_task(
-                world, avatar, key=key, family="go_to", budget=budget, hops=rung
+            return sampling.sample_task(
+                world, avatar, key=key, family=family, budget=budget, hops=rung
             )
-            break
-    else:
-        task = sampling.sample_task(world, avatar, key=key, family="go_to", budget=budget, hops=1)
-    if from_family is None:
-        return task
-    return tasks.Task.make("go_to", {**task.params, "from_family": from_family})
+    return sampling.sample_task(world, avatar, key=key, family=family, budget=budget, hops=1)
 
 
 def admit_requested(session: Session, world: World, avatar: str, task: tasks.Task) -> TaskRow:

@@ -73,6 +73,10 @@ def test_near_keeps_tasks_whose_places_neighbour_the_avatar() -> None:
     assert not near(PoolTask("c", "pick_and_place", {**placed, "place": "0,-2:0"}), here)
     assert not near(PoolTask("d", "pick_and_place", {**placed, "place": "no place"}), here)
     assert near(_task("craft"), here)
+    walk = {"place": "0,0:3", "place_name": "kitchen 1", "hops": 2, "route": "square 1"}
+    assert near(PoolTask("e", "follow", {**walk, "start": here}), here)
+    # Elsewhere its way is wrong.
+    assert not near(PoolTask("f", "follow", {**walk, "start": "0,0:2"}), here)
 
 
 def _go_to(task_id: str, hops: int, **fields: object) -> PoolTask:

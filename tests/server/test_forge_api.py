@@ -349,7 +349,8 @@ def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
     assert seen[0] == "fresh" and set(seen) <= {"fresh", "pool", "trial"}, seen
 
 
-def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", ["go_to", "follow"])
+def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path, family: str) -> None:
     proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", **QUIET, BIGWORLD_GO_TO_HOPS="2"
     ).start()
@@ -359,8 +360,9 @@ def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path) -> N
         ann = admin.agent("ann")
         hops = []
         for _ in range(8):
-            start = _begin(ann, family="go_to")
+            start = _begin(ann, family=family)
             assert _draws(admin)[-1] == "fresh"
+            assert start["task"]["family"] == family
             hops.append(start["task"]["params"]["hops"])
             _fail(ann, start["episode_id"])
         assert set(hops) == {1, 2}, hops  # at most 2 hops, both drawn

@@ -423,6 +423,47 @@ def test_go_to_params_are_checked() -> None:
             Task.make("go_to", bad)
 
 
+# -- follow: a go_to whose text names every move -------------------------------------------------
+def test_follow_names_each_move_of_the_oracles_walk_in_order(make_sim) -> None:
+    """Every move the oracle makes is written in the task, in order, and each is admissible
+    where it is made: the observation shows each step's right action."""
+    s = make_sim(7)
+    s.join("a", "Alice")
+    with s.tx() as world:
+        for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            world.region(x, y)
+    for hops in (1, 2, 3, 4):
+        with s.tx() as world:
+            start = world.avatar("a").place
+            task = sample_task(world, "a", key=f"f{hops}", family="follow", hops=hops)
+            found = oracle.plan(world, task, "a")
+        p = task.params
+        assert (p["hops"], p["budget"], p["start"]) == (hops, 2 * hops, start)
+        assert found is not None and len(found) == hops
+        labels = [a.removeprefix("go to ") for a in found.actions]
+        assert p.get("route", "").split(", ") == (labels[:-1] or [""])
+        assert task.text.startswith("go to " + ", then ".join(f"the {x}" for x in labels))
+        for action in found.actions:
+            assert action in s.observe("a").admissible
+            s.step("a", action)
+        assert met(s, task)
+
+
+def test_follow_params_are_checked_and_read_as_directions() -> None:
+    good = {"place": KITCHEN, "place_name": "kitchen 1", "hops": 1, "start": "0,0:0"}
+    assert Task.make("follow", good).text == "go to the kitchen 1"
+    routed = {**good, "hops": 3, "route": "north road, square 1", "direction": "south"}
+    assert (
+        Task.make("follow", routed).text
+        == "go to the north road, then the square 1, then the kitchen 1 to the south"
+    )
+    for bad in ({**good, "route": ""}, {**good, "start": ""}, {**good, "route": ["a"]}):
+        with pytest.raises(TaskError):
+            Task.make("follow", bad)
+    with pytest.raises(TaskError, match="missing"):
+        Task.make("follow", {k: v for k, v in good.items() if k != "start"})
+
+
 def test_step_budget_is_the_smaller_of_the_servers_and_the_tasks() -> None:
     go = Task.make("go_to", {"place": KITCHEN, "place_name": "kitchen 1", "hops": 2, "budget": 4})
     assert step_budget(go, 50) == 4

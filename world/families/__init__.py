@@ -15,6 +15,7 @@ from world.families.cooperate import COOPERATE
 from world.families.craft import CRAFT
 from world.families.examine import EXAMINE_IN_LIGHT
 from world.families.family import Family
+from world.families.follow import FOLLOW
 from world.families.gather import GATHER_AND_DELIVER
 from world.families.go_to import GO_TO
 from world.families.place import (
@@ -41,12 +42,13 @@ REGISTRY: Mapping[str, Family] = MappingProxyType(
             GATHER_AND_DELIVER,
             COOPERATE,
             GO_TO,
+            FOLLOW,
         )
     }
 )
 FAMILIES = tuple(REGISTRY)
 # The families a draw of "any family" picks from: every one but go_to, the bottom rung of the
-# forge's curriculum, which is asked for by name (or proposed by the forge).
+# forge's curriculum, which is asked for by name (or proposed by the forge), and follow.
 DRAWN_FAMILIES = tuple(name for name, family in REGISTRY.items() if family.drawn)
 
 

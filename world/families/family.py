@@ -38,6 +38,9 @@ class Family(ABC):
     optional: Mapping[str, type] = field(default_factory=dict)
     drawn: bool = True  # whether a draw of "any family" may pick it
     tries: int = 6  # candidates the sampler hands the oracle before it gives up here
+    # Whether its candidates take ``hops``: a fresh draw asking for it by name then takes hops
+    # in 1..go_to_hops (server.forge.fresh_hops); the other families ignore them.
+    hopped: bool = False
     # Whether its candidates and plans look at things; go_to's only walk the place graph, so
     # its snapshots copy the places alone (Snapshot.of(things=False)).
     reads_things: bool = True

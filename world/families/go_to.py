@@ -76,5 +76,6 @@ GO_TO = GoTo(
     # down from, which it climbs back to once this rung is mastered.
     optional={"direction": str, "budget": int, "from_family": str},
     drawn=False,
+    hopped=True,
     reads_things=False,
 )
