@@ -5,6 +5,7 @@ test_crash_recovery.py kills a server under concurrent load."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -235,3 +236,44 @@ def test_a_transaction_cancelled_while_queued_never_runs(runtime: Runtime) -> No
     holding.result(30)
     assert runtime.world_transaction(lambda _s, _r: ran.append("next") or 7) == 7
     assert ran == ["next"]
+
+
+def test_a_batch_awaited_by_the_event_loop_is_answered_in_place_or_cancelled_whole(
+    runtime: Runtime,
+) -> None:
+    """``Runtime.world_transactions_async`` answers each transaction in its place, with its
+    value or its own exception; an event loop that stops awaiting a batch still queued
+    cancels it, and none of it runs."""
+
+    def refuse(_session: Session, _row: WorldRow) -> None:
+        raise Conflict("not this one")
+
+    async def mixed() -> list[Any]:
+        works = [(lambda _s, _r: 1, None), (refuse, None), (lambda _s, _r: 3, None)]
+        return await runtime.world_transactions_async(works)
+
+    one, refused, three = asyncio.run(mixed())
+    assert (one, three) == (1, 3) and isinstance(refused, Conflict)
+
+    held, release = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def hold(_session: Session, _row: WorldRow) -> None:
+        held.set()
+        release.wait(30)
+
+    async def given_up() -> None:
+        work = (lambda _s, _r: ran.append(1), None)
+        batch = asyncio.ensure_future(runtime.world_transactions_async([work, work]))
+        await asyncio.sleep(0.05)
+        batch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await batch
+
+    holding = runtime.writer.submit(hold)
+    assert held.wait(30)
+    asyncio.run(given_up())
+    release.set()
+    holding.result(30)
+    assert runtime.world_transaction(lambda _s, _r: 7) == 7
+    assert ran == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from world.store import (
     make_engine,
     session_factory,
 )
+from world.store.database import is_sqlite
 from world.store.history import image_at
 from world.store.models import EventRow
 
@@ -153,6 +155,32 @@ def test_a_snapshot_reads_a_crowds_inventories_at_once(db, monkeypatch) -> None:
     assert set(crowd) <= set(stored.avatars) and stored.avatars == held.avatars
     assert list(stored.things.items()) == list(held.things.items())
     assert sum("FROM things WHERE things.holder" in sql for sql in reads) <= 2
+
+
+def test_the_world_row_read_back_is_the_one_each_save_left(db) -> None:
+    """A save writes the clock, the thing ids and the log's numbers, and the counters and the
+    versions only where they changed: whichever it wrote, the world read back is as it left
+    it. (SQLite's: PostgreSQL's clock is its log, and its row is written only with new thing
+    ids or versions.)"""
+    with db() as session:
+        if not is_sqlite(session):
+            pytest.skip("the world row keeps the clock on SQLite alone")
+    changes = [
+        lambda world: world.add_avatar("ann", "Ann"),
+        lambda world: world.advance(),  # the clock alone
+        lambda world: (world.advance(), world.create_thing("apple", place=ORIGIN)),  # counters
+        lambda world: world.publish_version(replace(world.rules.dynamics, since_tick=99)),
+        lambda world: world.advance(),
+    ]
+    for change in changes:
+        with db() as session:
+            world = World(SqlBackend(session, lock_world(session)))
+            change(world)
+            world.commit()
+            session.commit()
+            left = world.meta.copy()
+        with db() as session:
+            assert World(SqlBackend(session)).meta == left
 
 
 def test_replay_of_the_log_gives_the_live_hash(db) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from world.rules import Rules, default_rules
-from world.store import regions
+from world.store import driver, regions
 from world.store.backend import WorldRow, read_world
 from world.store.errors import StoreError
 from world.store.models import Base
@@ -48,18 +48,20 @@ def make_engine(
             pool_use_lifo=True,
         )
         _configure_sqlite(engine, sqlite_synchronous)
-        return engine
-    if parsed.drivername == "postgresql":
-        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
-    options = {"options": f"-c search_path={schema}"} if schema else {}
-    return create_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=10,
-        pool_pre_ping=True,
-        connect_args=options,
-        execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
-    )
+    else:
+        if parsed.drivername == "postgresql":
+            url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        options = {"options": f"-c search_path={schema}"} if schema else {}
+        engine = create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=10,
+            pool_pre_ping=True,
+            connect_args=options,
+            execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
+        )
+    driver.send_savepoints(engine.dialect)
+    return engine
 
 
 def fill_pool(engine: Engine) -> None:
