@@ -449,6 +449,37 @@ def test_follow_names_each_move_of_the_oracles_walk_in_order(make_sim) -> None:
         assert met(s, task)
 
 
+def test_after_its_second_move_a_follow_often_names_the_way_back_too(make_sim) -> None:
+    """The right move is always among the exits the task names, but from the third move on
+    the place just left is often named too (its exit leads back): telling the two apart takes
+    knowing how far along the way the avatar is, not just matching words (closed-loop page,
+    rung follow_4)."""
+    named: dict[int, list[int]] = {0: [], 1: [], 2: []}  # move 1, 2, 3+: exits named there
+    for seed in (3, 7):
+        s = make_sim(seed)
+        s.join("a", "Alice")
+        with s.tx() as world:
+            for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                world.region(x, y)
+        for n in range(24):
+            try:
+                with s.tx() as world:
+                    task = sample_task(world, "a", key=f"w{n}", family="follow", hops=2 + n % 3)
+                    found = oracle.plan(world, task, "a")
+            except TaskError:  # nothing that far from here: walk on
+                s.step("a", next(a for a in s.observe("a").admissible if a.startswith("go to ")))
+                continue
+            assert found is not None
+            labels = {a.removeprefix("go to ") for a in found.actions}
+            for i, action in enumerate(found.actions):
+                exits = [a for a in s.observe("a").admissible if a.startswith("go to ")]
+                assert action in exits
+                named[min(i, 2)].append(sum(a.removeprefix("go to ") in labels for a in exits))
+                s.step("a", action)
+    share = {i: sum(k > 1 for k in counts) / len(counts) for i, counts in named.items()}
+    assert share[0] < 0.1 and share[2] > 0.4, share
+
+
 def test_follow_params_are_checked_and_read_as_directions() -> None:
     good = {"place": KITCHEN, "place_name": "kitchen 1", "hops": 1, "start": "0,0:0"}
     assert Task.make("follow", good).text == "go to the kitchen 1"
