@@ -45,8 +45,9 @@ judge's answers. On the go_to and follow rungs both models are untrained.
 
 Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
 last ``--window`` episodes, per family, the share of steps the oracle calls good (toward the
-goal) over those windows, all of them and split one move from the goal or farther (and each
-share's difference against the base arm), the trainer's figures, prompt tokens and candidates per
+goal) over those windows, all of them and split one move from the goal or farther, and the
+share of moves that went straight back where the last move came from (each share's difference
+against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
 plan distance) in the first and second half, and for each way of grouping rollouts how often
 the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
@@ -84,7 +85,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 from learning_figures import (  # noqa: E402
-    CLOSER_PARTS,
+    STEP_SHARES,
     VOTES,
     cell,
     headline,
@@ -93,6 +94,7 @@ from learning_figures import (  # noqa: E402
     pool,
     summarise,
     toward_goal,
+    turned_back,
     verdict,
 )
 from live import LiveServer, start_server  # noqa: E402
@@ -145,6 +147,12 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)
 EXACT = "exact"  # ARM@exact: that arm's trainer learns from exact groups it plays in forks
 VOTED = ("integrated_frozen_rm", "integrated_rm")  # the modes that learn from step votes
+SHARE_WORDS = {  # each of STEP_SHARES as the report prints it
+    "closer": "steps toward the goal (the oracle's verdict), all",
+    "closer_near": "steps toward the goal (the oracle's verdict), one move away",
+    "closer_far": "steps toward the goal (the oracle's verdict), farther",
+    "back": "moves straight back where the last move came from",
+}
 
 
 @dataclass
@@ -179,6 +187,7 @@ class TimedRunner(PolicyRunner):
                 distance=detail.get("distance"),  # the oracle's plan length at the start
                 steps=record["steps"],
                 **toward_goal(detail),  # the steps the oracle calls good, near and far
+                **turned_back(detail),  # the moves that went back where they came from
                 version=version,
             )
         return record
@@ -597,15 +606,15 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "high": round(d.high, 4),
             "says": says,
         }
-        for part in CLOSER_PARTS:
+        for key in STEP_SHARES:
             # steps, not episodes: they cluster within episodes, so the interval is narrower
             # than it should be; a reading, not a verdict
-            x, y = s.get(f"last_closer{part}"), other.get(f"last_closer{part}")
+            x, y = s.get(f"last_{key}"), other.get(f"last_{key}")
             if x and y:
                 c = unpaired_difference(
                     round(x["rate"] * x["n"]), x["n"], round(y["rate"] * y["n"]), y["n"]
                 )
-                row[f"closer{part}_difference"] = [
+                row[f"{key}_difference"] = [
                     round(c.estimate, 4),
                     round(c.low, 4),
                     round(c.high, 4),
@@ -818,10 +827,10 @@ def main() -> int:
             f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
             f"candidates {json.dumps(s['candidates'])}"
         )
-        for part, where in (("", "all"), ("_near", "one move away"), ("_far", "farther")):
+        for key, what in SHARE_WORDS.items():
             print(
-                f"{s['arm']}: steps toward the goal (the oracle's verdict), {where}, first → "
-                f"last window {cell(s['first_closer' + part])} → {cell(s['last_closer' + part])}"
+                f"{s['arm']}: {what}, first → last window "
+                f"{cell(s['first_' + key])} → {cell(s['last_' + key])}"
             )
         if s["flow"]:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
@@ -836,11 +845,9 @@ def main() -> int:
         print(line)
     for c in comparisons:
         seeds = f"; per seed {c['per_seed']}" if "per_seed" in c else ""
-        for part, where in (("", "all"), ("_near", "one move away"), ("_far", "farther")):
-            if f"closer{part}_difference" in c:
-                seeds += "; steps toward the goal, {}: {:+.3f} [{:+.3f}, {:+.3f}]".format(
-                    where, *c[f"closer{part}_difference"]
-                )
+        for key, what in SHARE_WORDS.items():
+            if f"{key}_difference" in c:
+                seeds += "; {}: {:+.3f} [{:+.3f}, {:+.3f}]".format(what, *c[f"{key}_difference"])
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
             f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}{seeds}"

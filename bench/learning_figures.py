@@ -97,6 +97,32 @@ def toward_goal(detail: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def turned_back(detail: dict[str, Any]) -> dict[str, int]:
+    """Of an episode's moves that came right after a move (``after_move``), how many went
+    straight back to the place the avatar had just left (``back``): the mistake a follow task's
+    words invite from its third move on, where that place is named in the task too. Places are
+    read from the observations ("You are in the …", "You arrive at the …")."""
+    place = _place(detail.get("observation") or "", "You are in the ")
+    left = None  # the place the last step moved from, when the last step was a move
+    back = after_move = 0
+    for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
+        arrived = _place(step["observation"], "You arrive at the ")
+        if arrived is None:  # not a move: the next move comes after something else
+            left = None
+            continue
+        if left is not None:
+            after_move += 1
+            back += arrived == left
+        left, place = place, arrived
+    return {"back": back, "after_move": after_move}
+
+
+def _place(observation: str, opening: str) -> str | None:
+    if not observation.startswith(opening):
+        return None
+    return observation[len(opening) :].split(".", 1)[0]
+
+
 def grouping_signal(details: list[dict[str, Any]], batch: int = 32) -> dict[str, Any]:
     """How clean each way of grouping rollouts (``GROUP_KEYS``) makes the outcome-only
     advantage: over consecutive batches of ``batch`` ended episodes (what an update sees),
@@ -148,12 +174,10 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     return wilson(sum(r["success"] for r in rows), len(rows))
 
 
-def _closer(rows: list[dict[str, Any]], part: str = "") -> dict[str, float] | None:
-    """The share of the episodes' steps that the oracle calls good (:func:`toward_goal`'s
-    ``part``): did the policy learn to move toward its goal, whether or not it got there."""
-    return wilson(
-        sum(r.get(f"closer{part}", 0) for r in rows), sum(r.get(f"judged{part}", 0) for r in rows)
-    )
+def _share(rows: list[dict[str, Any]], key: str) -> dict[str, float] | None:
+    """One of :data:`STEP_SHARES` over the episodes' steps: the steps ``key`` counts out of
+    those its denominator counts."""
+    return wilson(sum(r.get(key, 0) for r in rows), sum(r.get(STEP_SHARES[key], 0) for r in rows))
 
 
 def summarise(
@@ -200,9 +224,9 @@ def summarise(
         "first_window": _rate(rows[:window]),
         "last_window": _rate(rows[-window:]),
         **{
-            f"{name}_closer{part}": _closer(part_rows, part)
+            f"{name}_{key}": _share(part_rows, key)
             for name, part_rows in (("first", rows[:window]), ("last", rows[-window:]))
-            for part in CLOSER_PARTS
+            for key in STEP_SHARES
         },
         "curve": curve,
         "per_family": per_family,
@@ -218,14 +242,22 @@ def summarise(
     }
 
 
-CLOSER_PARTS = ("", "_near", "_far")  # toward_goal's parts
+# Shares of an arm's steps over its first and last window, each key of an episode's row over
+# its denominator: the steps the oracle calls good (toward_goal), all of them, one move from
+# the goal and farther, and the moves that went straight back (turned_back).
+STEP_SHARES = {
+    "closer": "judged",
+    "closer_near": "judged_near",
+    "closer_far": "judged_far",
+    "back": "after_move",
+}
 RATES = (
     "success",
     "first_half",
     "second_half",
     "first_window",
     "last_window",
-    *(f"{name}_closer{part}" for name in ("first", "last") for part in CLOSER_PARTS),
+    *(f"{name}_{key}" for name in ("first", "last") for key in STEP_SHARES),
 )
 
 
@@ -263,9 +295,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     "episodes",
                     "updates",
                     "last_window",
-                    "last_closer",
-                    "last_closer_near",
-                    "last_closer_far",
+                    *(f"last_{key}" for key in STEP_SHARES),
                     "per_distance",
                     "reward_accuracy",
                 )

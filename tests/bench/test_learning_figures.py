@@ -1,5 +1,5 @@
 """The learning bench's step figures: which steps the oracle calls good, split by whether the
-goal's name was among the exits when the step was taken."""
+goal's name was among the exits when the step was taken, and which moves went straight back."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))  # bench/ is no package
-from learning_figures import pool, summarise, toward_goal  # noqa: E402
+from learning_figures import pool, summarise, toward_goal, turned_back  # noqa: E402
 
 
 def episode(start: int, after: list[int | None], success: bool = False) -> dict:
     steps = [
-        {"step": i + 1, "distance": d, "success": success and i == len(after) - 1}
+        {
+            "step": i + 1,
+            "distance": d,
+            "success": success and i == len(after) - 1,
+            "observation": "",
+        }
         for i, d in enumerate(after)
     ]
     return {"distance": start, "steps": steps}
@@ -45,7 +50,7 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
 
     def arm(*episodes: dict) -> dict:
         rows = [
-            {"t": i, "success": False, "family": "go_to", **toward_goal(e)}
+            {"t": i, "success": False, "family": "go_to", **toward_goal(e), **turned_back(e)}
             for i, e in enumerate(episodes)
         ]
         figures = {"prompt_tokens": {}, "candidates": {}, "reward_accuracy": {}}
@@ -66,3 +71,25 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
     pooled = pool([one, two])
     assert pooled["last_closer"]["n"] == 5 and pooled["last_closer"]["rate"] == 0.6
     assert [s["last_closer"]["n"] for s in pooled["per_seed"]] == [4, 1]
+    assert pooled["last_back"] is None  # no observations: no move after a move
+
+
+def test_a_move_straight_back_where_the_last_move_came_from_is_counted() -> None:
+    def walked(*observations: str) -> dict:
+        steps = [{"step": i + 1, "observation": o} for i, o in enumerate(observations)]
+        return {"observation": "You are in the square 1. It is a spring morning.", "steps": steps}
+
+    there = "You arrive at the {}. You see a floor 1."
+    # square -> road -> square (back) -> road (back) ; look ; -> tunnel (after no move)
+    counts = turned_back(
+        walked(
+            there.format("south road"),
+            there.format("square 1"),
+            there.format("south road"),
+            "You see a floor 1.",
+            there.format("tunnel 3"),
+            there.format("tunnel 4"),
+        )
+    )
+    assert counts == {"back": 2, "after_move": 3}
+    assert turned_back({"steps": []}) == {"back": 0, "after_move": 0}
