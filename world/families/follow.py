@@ -5,7 +5,9 @@ to the south". Each step's right move is written in the task, so the observation
 do at every step, while a walker choosing at random among the admissible actions (a dozen or
 more at most places) almost never completes four in a row: the closed loop's rung where step
 credit must matter (``bench/learning.py --rung follow_4``), as instructions name the turns of
-a route in instruction-following navigation.
+a route in instruction-following navigation. From the third move on, the place just left is
+usually named too (its exit leads back), so following the words takes knowing how far along
+the way the avatar is, not just matching them.
 
 The way is the shortest path from ``start``, the place the avatar stood when the task was
 drawn, so the task is handed out only there (``forge.pool.near``). Like go_to it is asked for by
