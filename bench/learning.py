@@ -10,8 +10,8 @@ an RL library):
   step's progress toward the goal is what there is to learn from (the closed loop's rung);
 - ``follow_4``: ``follow`` up to 4 hops, cold: the task names every move ("go to the south
   road, then the tunnel 3, then the tunnel 4"), so the observation shows each step's right
-  action, yet a walk at random almost never completes four of them: the rung where step credit
-  must help;
+  action (from the third move on, beside the way back, which the task names too), yet a walk
+  at random almost never completes four of them: the rung where step credit must help;
 - ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
   scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
 
