@@ -147,12 +147,6 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)
 EXACT = "exact"  # ARM@exact: that arm's trainer learns from exact groups it plays in forks
 VOTED = ("integrated_frozen_rm", "integrated_rm")  # the modes that learn from step votes
-SHARE_WORDS = {  # each of STEP_SHARES as the report prints it
-    "closer": "steps toward the goal (the oracle's verdict), all",
-    "closer_near": "steps toward the goal (the oracle's verdict), one move away",
-    "closer_far": "steps toward the goal (the oracle's verdict), farther",
-    "back": "moves straight back where the last move came from",
-}
 
 
 @dataclass
@@ -827,7 +821,7 @@ def main() -> int:
             f"{s['arm']}: prompt tokens {json.dumps(s['prompt_tokens'])}, "
             f"candidates {json.dumps(s['candidates'])}"
         )
-        for key, what in SHARE_WORDS.items():
+        for key, (_, what) in STEP_SHARES.items():
             print(
                 f"{s['arm']}: {what}, first → last window "
                 f"{cell(s['first_' + key])} → {cell(s['last_' + key])}"
@@ -845,7 +839,7 @@ def main() -> int:
         print(line)
     for c in comparisons:
         seeds = f"; per seed {c['per_seed']}" if "per_seed" in c else ""
-        for key, what in SHARE_WORDS.items():
+        for key, (_, what) in STEP_SHARES.items():
             if f"{key}_difference" in c:
                 seeds += "; {}: {:+.3f} [{:+.3f}, {:+.3f}]".format(what, *c[f"{key}_difference"])
         print(

@@ -177,7 +177,9 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:
 def _share(rows: list[dict[str, Any]], key: str) -> dict[str, float] | None:
     """One of :data:`STEP_SHARES` over the episodes' steps: the steps ``key`` counts out of
     those its denominator counts."""
-    return wilson(sum(r.get(key, 0) for r in rows), sum(r.get(STEP_SHARES[key], 0) for r in rows))
+    return wilson(
+        sum(r.get(key, 0) for r in rows), sum(r.get(STEP_SHARES[key][0], 0) for r in rows)
+    )
 
 
 def summarise(
@@ -242,14 +244,16 @@ def summarise(
     }
 
 
-# Shares of an arm's steps over its first and last window, each key of an episode's row over
-# its denominator: the steps the oracle calls good (toward_goal), all of them, one move from
-# the goal and farther, and the moves that went straight back (turned_back).
+# Shares of an arm's steps over its first and last window: each key of an episode's row over
+# its denominator, and how the report words it. The steps the oracle calls good (toward_goal),
+# all of them, one move from the goal and farther, and the moves that went straight back
+# (turned_back).
+GOOD = "steps toward the goal (the oracle's verdict)"
 STEP_SHARES = {
-    "closer": "judged",
-    "closer_near": "judged_near",
-    "closer_far": "judged_far",
-    "back": "after_move",
+    "closer": ("judged", f"{GOOD}, all"),
+    "closer_near": ("judged_near", f"{GOOD}, one move away"),
+    "closer_far": ("judged_far", f"{GOOD}, farther"),
+    "back": ("after_move", "moves straight back where the last move came from"),
 }
 RATES = (
     "success",
