@@ -492,6 +492,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 rank_uniform_groups=args.rank_uniform,
                 uniform_share=args.uniform_share,
                 per_episode=args.per_episode,
+                credit_to_go=args.credit_to_go,
                 lr=args.lr,
                 device="cpu",
                 seed=args.seed,
@@ -721,6 +722,11 @@ def main() -> int:
         default=TrainConfig.uniform_share,
         help="with --rank-uniform: an update's samples from those groups per sample of the "
         "groups with both outcomes, at most (0: no cap)",
+    )
+    parser.add_argument(
+        "--credit-to-go",
+        action="store_true",
+        help="voted arms: a step's reward holds the votes of every later step too",
     )
     parser.add_argument(
         "--per-episode",

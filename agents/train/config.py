@@ -35,6 +35,11 @@ class TrainConfig:
     mode: str = option("integrated_rm", "what is learned, and from what (MODES)", MODES)
     lam: float = option(1.0, "λ: weight of the reward model's mean vote in the step reward")
     votes: int = option(3, "m: judgments per step the trainer waits for (first m by vote number)")
+    credit_to_go: bool = option(
+        False,
+        "a step's reward holds the votes of every later step too (a move the next one undoes "
+        "earns nothing), not its own alone",
+    )
     # -- grouping and filters (design §7) ----------------------------------------------------
     # Rollouts are compared within (task id | family | family and start distance, version):
     # "distance" puts together episodes of one family whose start was as far from the goal by

@@ -1,7 +1,10 @@
 """Rewards and advantages of RLAnything's loop (design §7), as pure functions over numbers.
 
 Policy: step i of a rollout with outcome O ∈ {−1, +1} and votes S_ij ∈ {−1, 0, +1} (0: the
-reward model's answer did not parse) earns ``R_i = O + (λ/m)·Σ_j S_ij`` (outcome-only: R_i = O).
+reward model's answer did not parse) earns ``R_i = O + (λ/m)·Σ_j S_ij`` (outcome-only: R_i = O),
+or with credit to go (``to_go``) ``R_i = O + (λ/m)·Σ_{k≥i} Σ_j S_kj``: the votes of the step and
+of every step after it, so that a step is credited with what the rest of the episode made of
+it, and a move voted good that the next move undoes earns nothing.
 Rollouts are grouped by (task, policy version) — or, in a world that never resets, where the
 same task rarely meets the same start twice, by (family, the oracle's plan length at the start,
 policy version): like is compared with like. R is standardised at each step index across the
@@ -12,7 +15,8 @@ throughout, so ranking them gives the votes far more samples than the groups wit
 on go_to_4 that made even the oracle's votes lose to outcome-only, and giving them up did not
 (docs/benchmarks/closed-loop.md).
 
-Reward model: vote j on step i earns ``R_i·S_ij`` (an unparseable vote earns −2), standardised
+Reward model: vote j on step i earns ``R_i·S_ij`` with the step's own R_i, never credit to go
+(a vote judges its step; an unparseable vote earns −2), standardised
 among the m votes of that step; only groups whose accuracy lies in the window contribute.
 
 Standardising uses the population standard deviation (divide by n); a set of values whose
@@ -26,6 +30,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 from agents.train.config import GROUP_KEYS
 
@@ -99,8 +104,11 @@ def standardise(values: Sequence[float]) -> list[float]:
     return [(v - mean) / std for v in values]
 
 
-def step_rewards(rollout: Rollout, *, lam: float, m: int, integrated: bool) -> list[float]:
-    """R_i for every step of ``rollout``: ``O + (λ/m)·Σ_j S_ij``, or ``O`` when not integrated.
+def step_rewards(
+    rollout: Rollout, *, lam: float, m: int, integrated: bool, to_go: bool = False
+) -> list[float]:
+    """R_i for every step of ``rollout``: ``O + (λ/m)·Σ_j S_ij``, or ``O`` when not integrated;
+    ``to_go``: the votes summed over step i and every later step.
 
     Only the first m votes of a step count; an unparseable vote (0) adds nothing."""
     if not integrated:
@@ -110,7 +118,10 @@ def step_rewards(rollout: Rollout, *, lam: float, m: int, integrated: bool) -> l
             f"expected votes for {rollout.steps} steps of episode {rollout.episode_id}, "
             f"got {len(rollout.votes)}"
         )
-    return [rollout.outcome + lam / m * sum(votes[:m]) for votes in rollout.votes]
+    credit = [lam / m * sum(votes[:m]) for votes in rollout.votes]
+    if to_go:
+        credit = list(accumulate(reversed(credit)))[::-1]
+    return [rollout.outcome + c for c in credit]
 
 
 def consistency_rewards(
@@ -151,13 +162,15 @@ def policy_advantages(
     min_group_size: int = 2,
     rank_uniform: bool = False,
     per_episode: bool = False,
+    to_go: bool = False,
 ) -> tuple[list[Advantage], Tally]:
     """Step-index standardised advantages of the policy's answers, after the filters.
 
     ``rank_uniform``: whether a group that all succeeded or all failed gives samples, ranked
     by its votes (``integrated`` only; outcome-only every reward in it is the same). ``per_episode``: scale each advantage by
     ``(samples / episodes) / (the episode's samples)``, so that every episode weighs the same
-    in the update whatever its length, and the update's total weight is unchanged."""
+    in the update whatever its length, and the update's total weight is unchanged. ``to_go``:
+    each step's reward holds the votes of the steps after it (:func:`step_rewards`)."""
     out: list[Advantage] = []
     tally = Tally()
     for group in group_rollouts(rollouts, by).values():
@@ -172,7 +185,7 @@ def policy_advantages(
                 continue
         tally.groups += 1
         tally.accuracies.append(wins / len(group))
-        rewards = [step_rewards(r, lam=lam, m=m, integrated=integrated) for r in group]
+        rewards = [step_rewards(r, lam=lam, m=m, integrated=integrated, to_go=to_go) for r in group]
         for i in range(max(len(rs) for rs in rewards)):
             reached = [(r, rs[i]) for r, rs in zip(group, rewards, strict=True) if i < len(rs)]
             for (r, reward), adv in zip(reached, standardise([x for _, x in reached]), strict=True):

@@ -314,6 +314,7 @@ class Trainer:
             min_group_size=cfg.min_group_size,
             rank_uniform=cfg.ranks_uniform_groups,
             per_episode=cfg.per_episode,
+            to_go=cfg.credit_to_go,
         )
         rng = random.Random(cfg.seed + self.state.iteration)
         if cfg.uniform_share > 0:

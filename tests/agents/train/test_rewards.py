@@ -202,3 +202,32 @@ def test_only_tasks_with_accuracy_in_the_window_train_the_reward_model() -> None
 def test_votes_must_cover_every_step() -> None:
     with pytest.raises(ValueError, match="expected votes for 2 steps"):
         step_rewards(rollout(1, 1, ((1, 1, 1),), steps=2), lam=1.0, m=3, integrated=True)
+
+
+def test_credit_to_go_sums_the_votes_of_the_step_and_every_later_one() -> None:
+    """Votes +1, −1, +1 (a move forward, undone, made again): to go, the first move earns
+    nothing beyond the outcome, the move back −1 + 1, the last its own +1."""
+    back_and_forth = rollout(1, -1, ((1, 1, 1), (-1, -1, -1), (1, 1, 1)))
+    assert step_rewards(back_and_forth, lam=1.0, m=3, integrated=True, to_go=True) == (
+        pytest.approx([0.0, -1.0, 0.0])
+    )
+    assert step_rewards(back_and_forth, lam=1.0, m=3, integrated=True) == (
+        pytest.approx([0.0, -2.0, 0.0])
+    )
+    # λ scales, m cuts, and outcome-only ignores it as it ignores the votes
+    assert step_rewards(back_and_forth, lam=0.5, m=1, integrated=True, to_go=True) == (
+        pytest.approx([-0.5, -1.0, -0.5])
+    )
+    assert step_rewards(back_and_forth, lam=1.0, m=3, integrated=False, to_go=True) == [-1.0] * 3
+
+
+def test_credit_to_go_ranks_a_move_the_next_one_undoes_below_one_that_is_kept() -> None:
+    """Two failed rollouts make the same good first move; one undoes it next. Each step's
+    own votes cannot tell their first moves apart; credit to go puts the kept one above."""
+    undone = rollout(1, -1, ((1, 1, 1), (-1, -1, -1)))
+    kept = rollout(2, -1, ((1, 1, 1), (1, 1, 1)))
+    own = found(policy_advantages([undone, kept], rank_uniform=True)[0])
+    assert (1, 1) not in own and (2, 1) not in own  # a tie at step 1: no signal
+    to_go = found(policy_advantages([undone, kept], rank_uniform=True, to_go=True)[0])
+    assert to_go[1, 1] < 0 < to_go[2, 1]
+    assert to_go[1, 2] < 0 < to_go[2, 2]  # the move back is still the worse second move
