@@ -35,6 +35,11 @@ class Backend(Protocol):
         """Everything lying in any of ``places``."""
         ...
 
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        """What lies inside one receptacle in ``place``: those of :meth:`load_things_in`'s
+        things whose ``container`` is ``receptacle`` (a goal check reads no more)."""
+        ...
+
     def load_inventory(self, avatar: str) -> list[Thing]: ...
     def load_inventories(self, avatars: Sequence[str]) -> dict[str, list[Thing]]:
         """What each of ``avatars`` holds (one read for all: a snapshot copies a crowd's)."""
@@ -245,6 +250,14 @@ class World:
         unloaded = [p for p in place_ids if p not in self._loaded_places]
         stored = self.backend.load_things_in(unloaded) if unloaded else []
         return self._peek(not unloaded, stored, lambda t: t.place in wanted)
+
+    def peek_contents(self, place_id: str, receptacle: int) -> list[Thing]:
+        """What lies inside one receptacle in a place, ordered by id, without loading it into
+        the transaction: :meth:`peek_things_at`'s things in that container, read alone where
+        the transaction does not hold the place (a goal check looks in one receptacle)."""
+        loaded = place_id in self._loaded_places
+        stored = [] if loaded else self.backend.load_contents(place_id, receptacle)
+        return self._peek(loaded, stored, _inside(place_id, receptacle))
 
     def peek_inventory(self, avatar_id: str) -> list[Thing]:
         """What an avatar holds, without loading it into the transaction."""
@@ -480,6 +493,10 @@ def _held_by(avatar_id: str) -> Callable[[Thing], bool]:
     return lambda thing: thing.holder == avatar_id
 
 
+def _inside(place_id: str, receptacle: int) -> Callable[[Thing], bool]:
+    return lambda thing: thing.place == place_id and thing.container == receptacle
+
+
 def crowd_of(avatars: Iterable[Avatar], without: str, limit: int) -> tuple[list[Avatar], int]:
     """:meth:`Backend.load_crowd` over all the avatars standing in one place."""
     others = sorted((a for a in avatars if a.id != without), key=lambda a: a.id)
@@ -528,6 +545,9 @@ class MemoryBackend:
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         return [self.things[i] for p in places for i in self._at_place.get(p, ())]
+
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        return [t for t in self.load_things_in([place]) if t.container == receptacle]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return [self.things[i] for i in self._held.get(avatar, ())]

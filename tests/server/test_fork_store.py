@@ -107,6 +107,8 @@ def test_a_fork_is_its_parent_at_the_tick_and_goes_its_own_way(
             after = World(fork)
             assert after.tick == then["tick"] + 50 and hash_of(fork) != then["state_hash"]
             _check_places(fork)
+            _check_contents(fork)
+            _check_contents(past)  # the parent at the tick, moved on since
 
             # The fork's own log replayed over the parent at the tick rebuilds the fork.
             rebuilt = world_at(session=parent, tick=then["tick"])
@@ -145,6 +147,19 @@ def _check_places(backend: Backend) -> None:
         if table == "thing":
             assert (row["place"] is None) != (row["holder"] is None), row
             assert row["place"] in places or row["holder"] in avatars, row
+
+
+def _check_contents(backend: Backend, places: list[str] | None = None) -> None:
+    """Each receptacle's things, read alone (a goal check's read), are those its place's
+    things have in it, in ``places`` (by default every place ``backend`` dumps)."""
+    if places is None:
+        places = sorted(r["id"] for t, r in backend.dump() if t == "place")
+    for place in places:
+        lying = sorted(backend.load_things_in([place]), key=lambda t: t.id)
+        receptacles = {t.id for t in lying if t.kind == "receptacle"}
+        for receptacle in sorted(receptacles | {t.container for t in lying if t.container}):
+            inside = sorted(backend.load_contents(place, receptacle), key=lambda t: t.id)
+            assert inside == [t for t in lying if t.container == receptacle], (place, receptacle)
 
 
 def _folder(path: Path) -> Path:
@@ -249,6 +264,7 @@ def test_what_a_fork_read_of_its_parent_is_kept_and_is_the_parent_at_the_tick(
                         assert read.load_region(rx, ry) == truth.load_region(rx, ry)
                         assert read.load_places_in(rx, ry) == truth.load_places_in(rx, ry)
                     assert read.load_things_in(places) == truth.load_things_in(places)
+                    _check_contents(read, places)
                     assert read.load_avatars_in(places) == truth.load_avatars_in(places)
                     for avatar in [*avatars, "nobody"]:
                         assert read.load_avatar(avatar) == truth.load_avatar(avatar)
@@ -332,6 +348,8 @@ def test_reads_a_fork_skips_are_the_reads_it_would_make(
             assert skipping.load_region(rx, ry) == asked.load_region(rx, ry)
             assert skipping.load_places_in(rx, ry) == asked.load_places_in(rx, ry)
         assert skipping.load_things_in(places) == asked.load_things_in(places)
+        _check_contents(skipping, places)
+        _check_contents(asked, places)
         assert skipping.load_avatars_in(places) == asked.load_avatars_in(places)
         for avatar in sorted(everything.avatars):
             assert skipping.load_inventory(avatar) == asked.load_inventory(avatar)

@@ -295,6 +295,36 @@ def test_goal_checks_change_nothing(sim) -> None:
     assert sim.hash() == before
 
 
+def test_a_receptacles_contents_are_the_places_things_in_it_as_the_transaction_left_them(
+    sim,
+) -> None:
+    """``World.peek_contents``, what the place and gather goals read, answers as the place's
+    things in that receptacle do, before the transaction holds the place and after: with
+    things put in, taken out, consumed and made there earlier in the transaction."""
+    counter, cabinet = rid(sim, "countertop 1"), rid(sim, "cabinet 1")
+    kept = [sim.spawn("apple", into="countertop 1").id for _ in range(2)]
+    put_in = sim.spawn("apple", into="cabinet 1").id
+    carried = sim.spawn("apple", holder="a").id
+    world = World(sim.backend)
+
+    def agree() -> list[int]:
+        for receptacle in (counter, cabinet):
+            lying = [t for t in world.peek_things_at(KITCHEN) if t.container == receptacle]
+            assert world.peek_contents(KITCHEN, receptacle) == lying
+        return [t.id for t in world.peek_contents(KITCHEN, counter)]
+
+    assert set(kept) <= set(agree())
+    world.move(world.thing(put_in), place=KITCHEN, container=counter)
+    world.move(world.thing(kept[0]), holder="a")
+    world.remove(world.thing(kept[1]))
+    world.move(world.thing(carried), place=KITCHEN, container=cabinet)
+    made = world.create_thing("apple", place=KITCHEN, container=counter).id
+    inside = agree()
+    assert {put_in, made} <= set(inside) and not set(kept) & set(inside)
+    world.things_at(KITCHEN)  # the transaction holds the place now
+    assert agree() == inside
+
+
 # -- sampling ----------------------------------------------------------------------------------
 def _try_sample(world: World, key: str, family: str) -> Task | None:
     try:

@@ -108,10 +108,6 @@ def units(things: list[Thing], type_name: str) -> int:
     return sum(t.quantity for t in things if t.type == type_name)
 
 
-def contents(world: World, place_id: str, receptacle: int) -> list[Thing]:
-    return [t for t in world.peek_things_at(place_id) if t.container == receptacle]
-
-
 def avatar_or_none(world: World, avatar_id: str) -> Avatar | None:
     try:
         return world.avatar(avatar_id)

@@ -17,7 +17,6 @@ from world.families.family import (
     Family,
     Params,
     Spec,
-    contents,
     place_names,
     preposition,
     units,
@@ -40,7 +39,7 @@ class GatherAndDeliver(Family):
         )
 
     def goal(self, world: World, p: Params, avatar_id: str) -> bool:
-        inside = contents(world, p["place"], p["receptacle"])
+        inside = world.peek_contents(p["place"], p["receptacle"])
         return units(inside, p["yields"]) >= p["baseline"] + p["units"]
 
     def candidates(self, snap: Snapshot, hops: int) -> Iterator[Params]:

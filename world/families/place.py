@@ -29,7 +29,6 @@ from world.families.family import (
     Params,
     Spec,
     article,
-    contents,
     fetch_estimate,
     objects,
     place_names,
@@ -89,7 +88,7 @@ class PlaceFamily(Family):
         return self.text.format(object=p["object"], a=article(p["object"]), target=target)
 
     def goal(self, world: World, p: Params, avatar_id: str) -> bool:
-        inside = contents(world, p["place"], p["receptacle"])
+        inside = world.peek_contents(p["place"], p["receptacle"])
         ok = [
             t for t in inside if t.type == p["object"] and satisfies(t, self.condition, world.tick)
         ]

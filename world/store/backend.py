@@ -129,6 +129,14 @@ class SqlBackend:
             return [self._hand_thing(r) for p in places for r in self._lying[p]]
         return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
 
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        """One receptacle's things: from the place's rows where they were read with the avatar,
+        else those rows alone (a goal check's; the place's other things may be many)."""
+        rows = self._lying.get(place)
+        if rows is None:
+            rows = self._rows(ThingRow, "place", "container", place=place, container=receptacle)
+        return [self._hand_thing(r) for r in rows if r["container"] == receptacle]
+
     def load_inventory(self, avatar: str) -> list[Thing]:
         return self.load_inventories([avatar])[avatar]
 

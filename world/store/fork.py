@@ -152,6 +152,12 @@ class ForkBackend:
         parents = self.parent.load_things_in(places)
         return _merged(own, parents, self._shadowed(t.id for t in parents))
 
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        mine = place in self.written.spots
+        own = self.own.load_contents(place, receptacle) if mine else []
+        parents = self.parent.load_contents(place, receptacle)
+        return _merged(own, parents, self._shadowed(t.id for t in parents))
+
     def load_inventory(self, avatar: str) -> list[Thing]:
         return self.load_inventories([avatar])[avatar]
 

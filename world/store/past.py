@@ -188,6 +188,14 @@ class PastBackend:
         then = [t for t in self._things.values() if t is not None and t.place in wanted]
         return self._merged(self.now.load_things_in(places), then)
 
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        then = [
+            t
+            for t in self._things.values()
+            if t is not None and t.place == place and t.container == receptacle
+        ]
+        return self._merged(self.now.load_contents(place, receptacle), then)
+
     def load_inventory(self, avatar: str) -> list[Thing]:
         return self.load_inventories([avatar])[avatar]
 
@@ -435,6 +443,11 @@ class KeptPast:
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
         found = self._in_places(self.kept.lying, places, lambda ps: self.past.load_things_in(ps))
         return [self._thing(found[i]) for i in sorted(found)]
+
+    def load_contents(self, place: str, receptacle: int) -> list[Thing]:
+        """From the place's things, read whole and kept the first time: the past never
+        changes, so a later goal check of a fork's step finds them kept and reads nothing."""
+        return [t for t in self.load_things_in([place]) if t.container == receptacle]
 
     def load_inventory(self, avatar: str) -> list[Thing]:
         return self.load_inventories([avatar])[avatar]
