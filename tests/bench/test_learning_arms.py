@@ -21,3 +21,24 @@ def test_every_arm_has_a_colour() -> None:
         and any(isinstance(t, ast.Name) and t.id == "ARMS" for t in node.targets)
     )
     assert set(arms) <= set(COLOURS), set(arms) - set(COLOURS)
+
+
+def test_each_arm_is_compared_with_the_one_below_it() -> None:
+    """Outcome-only against the same weights frozen, a voted arm against outcome-only, an
+    exact-group arm against its arm; the difference with its 95% interval and its reading."""
+    from learning import compare
+
+    def arm(name: str, wins: int) -> dict:
+        return {"arm": name, "last_window": {"rate": wins / 200, "n": 200}}
+
+    rows = compare([arm("frozen", 6), arm("outcome_only", 30), arm("integrated_oracle", 32)])
+    assert [(r["arm"], r["base"], r["says"]) for r in rows] == [
+        ("outcome_only", "frozen", "better"),
+        ("integrated_oracle", "outcome_only", "no difference shown"),
+    ]
+    assert rows[0]["difference"] == 0.12 and rows[0]["low"] > 0
+    exact = compare([arm("outcome_only", 30), arm("outcome_only@exact", 10)])
+    assert [(r["arm"], r["base"], r["says"]) for r in exact] == [
+        ("outcome_only@exact", "outcome_only", "worse")
+    ]
+    assert compare([arm("frozen", 6)]) == []
