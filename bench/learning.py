@@ -577,9 +577,10 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each arm's last window against the one below it (run from the same starts, for the same
     wall time): an ``ARM@exact`` arm against ``ARM``, each arm with step votes against
-    ``outcome_only``, and ``outcome_only`` against ``frozen``. The difference of success rates with its 95% interval (Newcombe's,
-    unpaired, over every seed's window), and what it says: better or worse where the interval
-    excludes 0; with several seeds, also each seed's own difference."""
+    ``outcome_only``, and ``outcome_only`` against ``frozen``. The difference of success rates
+    with its 95% interval (Newcombe's, unpaired, over every seed's window), and what it says:
+    better or worse where the interval excludes 0; with several seeds, also each seed's own
+    difference."""
     by_arm = {s["arm"]: s for s in summaries}
     out = []
     for s in summaries:
