@@ -584,14 +584,16 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_arm = {s["arm"]: s for s in summaries}
     out = []
     for s in summaries:
-        arm, _, key = s["arm"].partition("@")
-        if key == EXACT:
+        arm, _, grouping = s["arm"].partition("@")
+        if grouping == EXACT:
             base = arm
         elif ARMS[arm][0] in VOTED:
             base = "outcome_only"
+        elif arm == "outcome_only":
+            base = "frozen"
         else:
-            base = "frozen" if arm == "outcome_only" else None
-        other = by_arm.get(base or "")
+            continue
+        other = by_arm.get(base)
         if other is None or not s["last_window"] or not other["last_window"]:
             continue
         a, b = s["last_window"], other["last_window"]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess
+from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess, built_runtime
+
+from server.runtime import Runtime
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -44,3 +46,10 @@ def process(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
 @pytest.fixture
 def admin(server: AppServer) -> Api:
     return Api(server, ADMIN_TOKEN)
+
+
+@pytest.fixture
+def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    """The server's runtime without its HTTP app, for tests that drive the writer directly."""
+    with built_runtime(database_url, tmp_path / "data") as runtime:
+        yield runtime

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +25,7 @@ from server.app import create_app, prepare_database
 from server.runtime import Runtime
 from server.settings import Settings
 from world.state import World
-from world.store import SqlBackend, make_engine, session_factory
+from world.store import SqlBackend, driver, make_engine, session_factory
 from world.store.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
@@ -185,3 +185,16 @@ def built_runtime(database_url: str, data_dir: Path, **settings: Any) -> Iterato
         yield runtime
     finally:
         runtime.close()
+
+
+def on_driver(monkeypatch: Any, record: Callable[[str, int], None]) -> None:
+    """Call ``record(sql, rows returned)`` for every statement sent on the driver's cursor
+    (``world.store.driver``, which SQLAlchemy's events do not see), its SQL on one line."""
+    run = driver._run
+
+    def counted(conn: Any, compiled: Any, params: Any, *, many: bool) -> Any:
+        rows = run(conn, compiled, params, many=many)
+        record(" ".join(compiled.sql.split()), len(rows))
+        return rows
+
+    monkeypatch.setattr(driver, "_run", counted)

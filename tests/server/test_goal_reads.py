@@ -6,29 +6,22 @@ place's things gives, with things put in, taken out or consumed earlier in the t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
-from harness import built_runtime
+from harness import on_driver
 from sqlalchemy.orm import Session
 
 from server.runtime import Runtime
 from world.state import ORIGIN, World
-from world.store import WorldRow, driver
+from world.store import WorldRow
 from world.tasks import Task, goal_met
 
 T = TypeVar("T")
 
 KITCHEN = "0,0:2"  # region (0, 0) is always a village: kitchen 1 lies off living room 1
 CLUTTER = 60  # apples on the kitchen's floor, beside the receptacle the goal looks in
-
-
-@pytest.fixture
-def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    with built_runtime(database_url, tmp_path / "data") as runtime:
-        yield runtime
 
 
 def _in(runtime: Runtime, act: Callable[[World], T]) -> T:
@@ -49,15 +42,11 @@ class Reads:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[tuple[str, int]] = []
         self.on = False
-        run = driver._run
+        on_driver(monkeypatch, self._record)
 
-        def counted(conn: Any, compiled: Any, params: Any, *, many: bool) -> Any:
-            rows = run(conn, compiled, params, many=many)
-            if self.on:
-                self.sent.append((" ".join(compiled.sql.split()), len(rows)))
-            return rows
-
-        monkeypatch.setattr(driver, "_run", counted)
+    def _record(self, sql: str, rows: int) -> None:
+        if self.on:
+            self.sent.append((sql, rows))
 
     def during(self, check: Callable[[], bool]) -> tuple[bool, list[tuple[str, int]]]:
         self.sent, self.on = [], True

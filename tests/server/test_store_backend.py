@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from dbfixtures import fresh_database
+from harness import on_driver
 from sqlalchemy import func, select
 
 from migrations import at_head, upgrade_to_head
@@ -16,7 +17,6 @@ from world.snapshot import Snapshot
 from world.state import ORIGIN, MemoryBackend, World
 from world.store import (
     SqlBackend,
-    driver,
     ensure_world,
     lock_world,
     make_engine,
@@ -142,13 +142,7 @@ def test_a_snapshot_reads_a_crowds_inventories_at_once(db, monkeypatch) -> None:
         _apply(World(memory), action, "cat03")
         _run_sql(db, "cat03", [action])
     reads: list[str] = []
-    run = driver._run
-
-    def counted(conn, compiled, params, *, many):
-        reads.append(" ".join(compiled.sql.split()))
-        return run(conn, compiled, params, many=many)
-
-    monkeypatch.setattr(driver, "_run", counted)
+    on_driver(monkeypatch, lambda sql, _rows: reads.append(sql))
     with db() as session:
         stored = Snapshot.of(World(SqlBackend(session)), "cat00")
     held = Snapshot.of(World(memory.clone()), "cat00")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, built_runtime, db_state
+from harness import ADMIN_TOKEN, Api, AppServer, db_state, on_driver
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
@@ -25,7 +25,7 @@ from server.runtime import Runtime
 from world import engine, world_events
 from world.contract import MAIN_WORLD
 from world.state import World
-from world.store import WorldRow, driver, lock_world, make_engine, session_factory
+from world.store import WorldRow, lock_world, make_engine, session_factory
 from world.store.backend import SqlBackend
 from world.store.known import Batch, Known
 from world.store.regions import Scope
@@ -36,12 +36,6 @@ from world.store.regions import Scope
 MAX_STATEMENTS_PER_STEP = 11.6
 
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture
-def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    with built_runtime(database_url, tmp_path / "data") as runtime:
-        yield runtime
 
 
 def _in(runtime: Runtime, act: Callable[[World], Any]) -> Callable[[Session, WorldRow], Any]:
@@ -80,15 +74,8 @@ class Statements:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: Counter[str] = Counter()
         self.on = False
-        run = driver._run
-
-        def counted(conn: Any, compiled: Any, params: Any, *, many: bool) -> Any:
-            self._count(compiled.sql)
-            return run(conn, compiled, params, many=many)
-
-        monkeypatch.setattr(driver, "_run", counted)
+        on_driver(monkeypatch, lambda sql, _rows: self._count(sql))
         event.listen(Engine, "before_cursor_execute", self._listen)
-        self._monkeypatch = monkeypatch
 
     def _listen(self, _conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
         self._count(sql)
