@@ -11,7 +11,11 @@ an RL library):
 - ``follow_4``: ``follow`` up to 4 hops, cold: the task names every move ("go to the south
   road, then the tunnel 3, then the tunnel 4"), so the observation shows each step's right
   action (from the third move on, beside the way back, which the task names too), yet a walk
-  at random almost never completes four of them: the rung where step credit must help;
+  at random almost never completes four of them;
+- ``trail_4``: ``trail`` up to 4 hops, cold: the observation ends with a signpost naming the
+  next move from where the avatar stands ("for the kitchen 1, go to north road"), so each
+  step's right action is in front of the policy whatever it did before, while a walk at random
+  almost never completes four: the rung where step credit must help;
 - ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
   scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
 
@@ -41,7 +45,7 @@ alone, or with ``--demonstrator oracle`` the oracle) and a random agent play on 
 server, a heuristic judge (the oracle's plan distance, with some votes flipped) judges their
 steps, the tiny policy is cloned from the demonstrator's choices in its successful episodes
 (rank loss; per-step accuracy measured on the held-out tenth), the tiny reward model from the
-judge's answers. On the go_to and follow rungs both models are untrained.
+judge's answers. On the go_to, follow and trail rungs both models are untrained.
 
 Reports, per arm: success with 95% Wilson intervals overall, per half and over the first and
 last ``--window`` episodes, per family, the share of steps the oracle calls good (toward the
@@ -142,6 +146,7 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
     "go_to_2": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "2"}, True),
     "go_to_4": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "follow_4": (["follow"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
+    "trail_4": (["trail"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)

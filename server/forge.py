@@ -115,7 +115,7 @@ def draw(
     Without a family, once the curriculum has led the pool to a go_to rung
     (``forge.pool.rung``), the draw follows it: pool go_to tasks (besides probes and pending
     trials), else a fresh go_to near the avatar at the rung's hops. A fresh sample for a
-    family whose candidates take hops (go_to, follow) takes them uniformly in
+    family whose candidates take hops (go_to, follow, trail) takes them uniformly in
     1..``go_to_hops``, from the world's generator.
     Raises TaskError when no task can be made near the avatar."""
     row, config = state(session)
@@ -209,10 +209,10 @@ def _fresh(
     current: forge_pool.Rung | None,
     go_to_hops: int,
 ) -> tasks.Task:
-    """A freshly sampled task for the draw: for a go_to or follow request, one at
+    """A freshly sampled task for the draw: for a go_to, follow or trail request, one at
     ``fresh_hops``; without a family once the curriculum has a rung, a go_to at the rung's hops
     carrying its ``from_family`` (then any family); else a task of ``family`` (or of any drawn
-    family). A go_to or follow takes fewer hops where no place lies that far (down to one)."""
+    family). A go_to, follow or trail takes fewer hops where no place lies that far (down to one)."""
     budget = config.plan_budget
     if family is not None and get_family(family).hopped:
         hops = fresh_hops(world.seed, number, go_to_hops)
@@ -229,7 +229,7 @@ def _fresh(
 def _walk_near(
     world: World, avatar: str, key: str, budget: int, hops: int, family: str
 ) -> tasks.Task:
-    """A task of ``family`` (go_to or follow) at ``hops`` from the avatar, else at fewer (down
+    """A task of ``family`` (go_to, follow or trail) at ``hops`` from the avatar, else at fewer (down
     to one; TaskError when there is none)."""
     for rung in range(hops, 1, -1):
         with contextlib.suppress(TaskError):

@@ -73,7 +73,8 @@ def begin(
         {"key": key, "family": family, "task": {"id": task.id, **task.spec()}, "draw": draw},
     )
     seen = engine.observe(world, avatar)
-    return engine.Observation(seen.text + TASK_PROMPT + task.text, seen.admissible)
+    text = _signposted(world, task, avatar, seen.text)
+    return engine.Observation(text + TASK_PROMPT + task.text, seen.admissible)
 
 
 def advance(world: World, episode: Episode, task: Task, action: str, index: int) -> StepOutcome:
@@ -99,7 +100,17 @@ def advance(world: World, episode: Episode, task: Task, action: str, index: int)
     if success or index >= episode.budget:
         ending = Ending(SUCCEEDED, 1) if success else Ending(FAILED, -1)
         _end(world, after, ending)
+    else:
+        observation = _signposted(world, task, episode.avatar, result.observation)
+        result = replace(result, observation=observation)
     return StepOutcome(after, result, success, ending)
+
+
+def _signposted(world: World, task: Task, avatar: str, observation: str) -> str:
+    """``observation`` with what the task's family shows at a decision (a trail's signpost)
+    after it, when it shows anything."""
+    sign = tasks.signpost(world, task, avatar)
+    return observation if sign is None else f"{observation} {sign}"
 
 
 def abandon(world: World, episode: Episode) -> Ending:

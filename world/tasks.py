@@ -112,3 +112,9 @@ def step_budget(task: Task, default: int) -> int:
 def goal_met(world: World, task: Task, avatar_id: str) -> bool:
     """Whether the task's goal holds in the world now, for the avatar doing it. Changes nothing."""
     return get_family(task.family).goal(world, task.params, avatar_id)
+
+
+def signpost(world: World, task: Task, avatar_id: str) -> str | None:
+    """What the task's family adds to the avatar's observation now (a trail's signpost), or
+    None. Changes nothing."""
+    return get_family(task.family).signpost(world, task.params, avatar_id)

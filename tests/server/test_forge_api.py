@@ -349,7 +349,7 @@ def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
     assert seen[0] == "fresh" and set(seen) <= {"fresh", "pool", "trial"}, seen
 
 
-@pytest.mark.parametrize("family", ["go_to", "follow"])
+@pytest.mark.parametrize("family", ["go_to", "follow", "trail"])
 def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path, family: str) -> None:
     proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", **QUIET, BIGWORLD_GO_TO_HOPS="2"

@@ -299,9 +299,10 @@ def disturbed_world(seed: int, steps: int) -> MemoryBackend:
     return backend
 
 
-# follow's targets and plans are go_to's (its text names the moves too): tried as go_to, while
-# its walks would scatter the avatars that cooperate needs side by side.
-TRIED = tuple(family for family in FAMILIES if family != "follow")
+# follow's and trail's targets and plans are go_to's (their text names the moves, or their
+# signposts show them): tried as go_to, while their walks would scatter the avatars that
+# cooperate needs side by side.
+TRIED = tuple(family for family in FAMILIES if family not in ("follow", "trail"))
 
 
 def acceptance(per_family: int, seed: int) -> dict[str, Tally]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from world import engine, oracle
+from world import engine, episodes, oracle, tasks
+from world.episodes import Episode
 from world.errors import TaskError
 from world.families import DRAWN_FAMILIES, FAMILIES
 from world.sampling import sample_task
@@ -523,6 +524,76 @@ def test_follow_params_are_checked_and_read_as_directions() -> None:
             Task.make("follow", bad)
     with pytest.raises(TaskError, match="missing"):
         Task.make("follow", {k: v for k, v in good.items() if k != "start"})
+
+
+# -- trail: a go_to signposted one move at a time -------------------------------------------------
+SIGNPOST = "A signpost here reads: for the "
+
+
+def _signposted_move(observation: str, place_name: str) -> str | None:
+    """The move the observation's closing signpost names, or None when it has none."""
+    _, found, sign = observation.rpartition(SIGNPOST)
+    if not found:
+        return None
+    target, _, move = sign.partition(", ")
+    assert target == place_name and move.startswith("go to ") and move.endswith(".")
+    return move.removesuffix(".")
+
+
+def test_trail_signposts_a_shortest_way_at_every_decision_even_after_a_wrong_move(
+    make_sim,
+) -> None:
+    """Every decision's observation ends with a signpost whose move is admissible and one
+    nearer the target by the oracle's plan, from wherever the avatar stands (after a wrong
+    move too), so following the signposts alone arrives; an ended episode shows none."""
+    s = make_sim(7)
+    s.join("a", "Alice")
+    with s.tx() as world:
+        for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            world.region(x, y)
+
+    def distance(task: Task) -> int:
+        with s.tx() as world:
+            found = oracle.plan(world, task, "a")
+        assert found is not None
+        return len(found)
+
+    for hops in (1, 2, 3, 4):
+        with s.tx() as world:
+            task = sample_task(world, "a", key=f"t{hops}", family="trail", hops=hops)
+            first = episodes.begin(world, "a", task, key=None, family="trail", draw="fresh")
+        name = task.params["place_name"]
+        assert task.text.startswith(f"follow the signposts to the {name}")
+        seen, _, text = first.text.partition(episodes.TASK_PROMPT)
+        assert text == task.text
+        move = _signposted_move(seen, name)
+        assert move in first.admissible
+        wrong = next(a for a in first.admissible if a.startswith("go to ") and a != move)
+        episode = Episode(5, "a", task.id, "trail", budget=2 * hops + 2, last_step=0)
+        with s.tx() as world:
+            taken = episodes.advance(world, episode, task, wrong, 1)
+        assert not taken.done
+        left, followed = distance(task), 0
+        while not taken.done:
+            move = _signposted_move(taken.result.observation, name)
+            assert move is not None and move in taken.result.admissible
+            with s.tx() as world:
+                taken = episodes.advance(world, taken.episode, task, move, followed + 2)
+            followed += 1
+            if not taken.done:
+                assert distance(task) == left - followed
+        assert taken.success and followed == left
+        assert _signposted_move(taken.result.observation, name) is None
+        with s.tx() as world:
+            assert tasks.signpost(world, task, "a") is None
+
+
+def test_families_other_than_trail_add_nothing_to_the_observation(sim) -> None:
+    go = Task.make("go_to", {"place": BEDROOM, "place_name": "bedroom 1", "hops": 2})
+    with sim.tx() as world:
+        first = episodes.begin(world, "a", go, key=None, family="go_to", draw="fresh")
+        assert tasks.signpost(world, go, "a") is None
+    assert first.text == sim.observe("a").text + episodes.TASK_PROMPT + go.text
 
 
 def test_step_budget_is_the_smaller_of_the_servers_and_the_tasks() -> None:

@@ -25,6 +25,7 @@ from world.families.place import (
     PICK_AND_PLACE,
     PICK_TWO_AND_PLACE,
 )
+from world.families.trail import TRAIL
 
 # In this order: a draw of "any family" permutes DRAWN_FAMILIES, so the order is part of what
 # a seed draws.
@@ -43,12 +44,13 @@ REGISTRY: Mapping[str, Family] = MappingProxyType(
             COOPERATE,
             GO_TO,
             FOLLOW,
+            TRAIL,
         )
     }
 )
 FAMILIES = tuple(REGISTRY)
 # The families a draw of "any family" picks from: every one but go_to, the bottom rung of the
-# forge's curriculum, which is asked for by name (or proposed by the forge), and follow.
+# forge's curriculum, which is asked for by name (or proposed by the forge), follow and trail.
 DRAWN_FAMILIES = tuple(name for name, family in REGISTRY.items() if family.drawn)
 
 

@@ -74,6 +74,12 @@ class Family(ABC):
         """Specs one change away from ``p`` near the snapshot's avatar, harder and easier alike
         (the forge keeps those its estimate and the oracle put in the direction it wants)."""
 
+    def signpost(self, world: World, p: Params, avatar_id: str) -> str | None:
+        """A sentence the world adds to what the avatar doing the task sees at each of its
+        decisions (the first observation and every step that leaves the episode open), or None:
+        most families show nothing beyond the place itself."""
+        return None
+
     def goal_of(self, p: Params) -> Goal:
         """The goal check for these parameters, as the planning library takes it."""
         return lambda world, avatar_id: self.goal(world, p, avatar_id)
