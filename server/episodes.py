@@ -307,9 +307,9 @@ def _step_transaction(
             raise Unprocessable(str(exc), code=ErrorCode.INVALID_ACTION) from exc
         distance = 0 if taken.success else _distance(runtime, world, task, episode.avatar_id)
         world.commit()
-        records.update_episode(session=session, episode=episode, last_step=index, updated_at=now)
+        changed: dict[str, Any] = {"last_step": index, "updated_at": now}
         if taken.ending is not None:
-            _record_end(runtime, session, episode, taken.ending, world.tick, now)
+            changed.update(_ended(runtime, taken.ending, world.tick, now))
         out = StepOut(
             step=index,
             observation=taken.result.observation,
@@ -319,8 +319,10 @@ def _step_transaction(
             outcome=taken.outcome,
             tick=taken.result.tick,
         )
-        records.add_step(
+        records.record_step(
             session=session,
+            episode=episode,
+            changed=changed,
             episode_id=episode.id,
             step=index,
             action=action,
@@ -455,26 +457,14 @@ def _abandon(
     """Abandon an open episode (logged as ``episode_ended``); the caller commits ``world``
     and the session."""
     ending = episodes.abandon(world, _rules_view(episode))
-    _record_end(runtime, session, episode, ending, world.tick, now)
+    changed = _ended(runtime, ending, world.tick, now)
+    records.update_episode(session=session, episode=episode, **changed)
 
 
-def _record_end(
-    runtime: Runtime,
-    session: Session,
-    episode: EpisodeRow,
-    ending: episodes.Ending,
-    tick: int,
-    now: float,
-) -> None:
-    records.end_episode(
-        session=session,
-        episode=episode,
-        status=ending.status,
-        outcome=ending.outcome,
-        tick=tick,
-        now=now,
-    )
+def _ended(runtime: Runtime, ending: episodes.Ending, tick: int, now: float) -> dict[str, Any]:
+    """The episode's columns ``ending`` writes; the ending is counted in the metrics."""
     runtime.metrics.episode_ended(ending.status)
+    return records.ended(status=ending.status, outcome=ending.outcome, tick=tick, now=now)
 
 
 def _require_open(episode: EpisodeRow) -> None:

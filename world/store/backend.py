@@ -190,9 +190,11 @@ class SqlBackend:
     def next_tick(self, tick: int) -> int:
         if not self.session.info.get(pg.SESSION_CLOCK):
             return tick
-        drawn = int(self.session.connection().execute(pg.NEXT_TICK).scalar_one())
-        if self._known is not None:
-            self._known.drew(drawn)
+        drawn = self._known.draw() if self._known is not None else None
+        if drawn is None:
+            drawn = int(self.session.connection().execute(pg.NEXT_TICK).scalar_one())
+            if self._known is not None:
+                self._known.drew(drawn)
         return max(tick, drawn)
 
     def reserve_ids(self, meta: WorldMeta) -> None:

@@ -184,6 +184,9 @@ LOGGED_READ = text(
     "counters, versions, txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 NEXT_TICK = text("SELECT nextval('bigworld_ticks')")
+# A batch holding the whole world draws its ticks itself (world.store.known) and then moves the
+# sequence past them, as many nextval calls would have.
+SET_CLOCK = text("SELECT setval('bigworld_ticks', :tick)")
 _RESERVE = text("SELECT next_thing_id, counters FROM world_meta WHERE id = 1 FOR UPDATE")
 _RESERVE_TRY = text(
     "SELECT next_thing_id, counters FROM world_meta WHERE id = 1 FOR UPDATE SKIP LOCKED"

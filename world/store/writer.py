@@ -242,6 +242,7 @@ class Writer:
             else:
                 ran.outcomes.append((job, value, error))
                 groups.extend(log)
+        _send_clock(conn, known)
         if groups:
             ran.waited += pg.take_log_lock(conn) * len(ran.outcomes)
             txns, ids = pg.number_log(conn, [len(g) for g in groups])
@@ -274,6 +275,7 @@ class Writer:
             row = known.world_row()
             if row is None:
                 if regions is not None:
+                    _send_clock(conn, known)  # "now" is read from the sequence
                     row = WorldRow.from_row(conn.execute(pg.JOB_READ).mappings().one())
                 else:
                     row = read_world(session)
@@ -285,6 +287,15 @@ class Writer:
                 return None, exc, [], session.info.get(pg.SESSION_WAITED, 0.0)
             waited = session.info.get(pg.SESSION_WAITED, 0.0)
             return value, None, session.info.get(pg.SESSION_LOG, []), waited
+
+
+def _send_clock(conn: Connection, known: Batch) -> None:
+    """PostgreSQL: move the clock's sequence past the ticks the batch drew itself
+    (``world.store.known``), while it still holds the world's lock: before it commits, and
+    before anything of it reads the sequence."""
+    if known.unsent:
+        conn.execute(pg.SET_CLOCK, {"tick": known.sequence})
+        known.unsent = False
 
 
 def _carried(job: _Job, refused: BaseException) -> _Job:
