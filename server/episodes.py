@@ -47,7 +47,7 @@ from world.schemas import (
     TaskOut,
 )
 from world.state import World
-from world.store import Work, WorldRow, records
+from world.store import SqlBackend, Work, WorldRow, records
 from world.store.models import EpisodeRow, StepRow, TaskRow
 from world.store.regions import Scope
 
@@ -275,7 +275,9 @@ def _step_transaction(
     now = time.time()
 
     def work(session: Session, world_row: WorldRow) -> StepOut:
-        read = records.read_step(session=session, episode_id=episode_id, step=index)
+        # The main world's avatar is read with the episode (a fork's lies in its parent too).
+        main = not runtime.lineage
+        read = records.read_step(session=session, episode_id=episode_id, step=index, around=main)
         episode = _owned(caller, episode_id, read.episode if read is not None else None)
         assert read is not None  # _owned refused a missing episode
         recorded = read.recorded
@@ -287,7 +289,10 @@ def _step_transaction(
                     details={"step": index, "recorded_action": recorded.action},
                 )
             return step_out(recorded)
-        world = World(runtime.backend(session, world_row), runtime.rules)
+        backend = runtime.backend(session, world_row)
+        if read.around is not None and isinstance(backend, SqlBackend):
+            backend.read_around(episode.avatar_id, read.around)
+        world = World(backend, runtime.rules)
         if _idle(runtime, episode, now):
             _abandon(runtime, session, world, episode, now)
             world.commit()

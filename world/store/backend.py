@@ -14,7 +14,18 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Column, Connection, Integer, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    Select,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -61,6 +72,9 @@ class SqlBackend:
         # this backend's next save.
         self._held: dict[str, list[dict[str, Any]]] = {}
         self._lying: dict[str, list[dict[str, Any]]] = {}
+        # An avatar's rows as read with its step's episode (records.read_step): what
+        # load_avatar would read, until this backend's next save.
+        self._around: dict[str, list[list[Any]]] = {}
         # what the writer's transactions know of regions and places (world.store.known)
         self._known: Known | None = session.info.get(SESSION_KNOWN)
 
@@ -154,10 +168,18 @@ class SqlBackend:
         rows = self._rows(ThingRow, "id", id=thing)
         return self._hand_thing(rows[0]) if rows else None
 
+    def read_around(self, avatar: str, rows: list[list[Any]]) -> None:
+        """``avatar``'s rows as :data:`AROUND_COLUMNS` gave them, read in this transaction
+        with nothing saved since (a step reads them with its episode): :meth:`load_avatar`
+        answers from them instead of reading them again."""
+        self._around[avatar] = rows
+
     def load_avatar(self, avatar: str) -> Avatar | None:
         """The avatar, read in one statement with what it holds and what lies where it stands
         (:meth:`load_inventory` and :meth:`load_things_in` then answer from them)."""
-        found = _AVATAR_AROUND.lists(self.session.connection(), {"id": avatar})
+        found = self._around.pop(avatar, None)
+        if found is None:
+            found = _AVATAR_AROUND.lists(self.session.connection(), {"id": avatar})
         if not found:
             return None
         split = len(_AVATAR_COLUMNS)
@@ -229,6 +251,7 @@ class SqlBackend:
         self._crowds.clear()
         self._held.clear()
         self._lying.clear()
+        self._around.clear()
         if changes.regions:
             _upsert(s, RegionRow, ["rx", "ry"]).run(
                 s, [dataclasses.asdict(r) for r in changes.regions]
@@ -424,18 +447,27 @@ CROWD = Column("crowd", Integer)  # how many stand there
 _AVATARS, _THINGS = AvatarRow.__table__, ThingRow.__table__
 _AVATAR_COLUMNS = tuple(_AVATARS.columns.keys())
 _THING_COLUMNS = tuple(_THINGS.columns.keys())
-# An avatar with the things it holds and those lying where it stands (a row per thing, the
-# thing's columns null where there is none; each side from its own index).
-_AVATAR_AROUND = Statement(
-    select(_AVATARS, _THINGS)
-    .select_from(
-        _AVATARS.outerjoin(
-            _THINGS, or_(_THINGS.c.holder == _AVATARS.c.id, _THINGS.c.place == _AVATARS.c.place)
+AROUND_COLUMNS = (*_AVATARS.columns, *_THINGS.columns)
+
+
+def avatar_around(avatar: Any, before: Sequence[Any] = ()) -> Select[Any]:
+    """The avatar whose id is ``avatar`` (a bind, or a column of another table) with the
+    things it holds and those lying where it stands: a row per thing, of
+    :data:`AROUND_COLUMNS` after the columns ``before`` (a union's nulls), the thing's
+    columns null where there is none (each side from its own index)."""
+    return (
+        select(*before, *AROUND_COLUMNS)
+        .select_from(
+            _AVATARS.outerjoin(
+                _THINGS,
+                or_(_THINGS.c.holder == _AVATARS.c.id, _THINGS.c.place == _AVATARS.c.place),
+            )
         )
+        .where(_AVATARS.c.id == avatar)
     )
-    .where(_AVATARS.c.id == bindparam("id")),
-    (*_AVATARS.columns, *_THINGS.columns),
-)
+
+
+_AVATAR_AROUND = Statement(avatar_around(bindparam("id")), AROUND_COLUMNS)
 
 
 @lru_cache(maxsize=8)

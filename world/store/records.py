@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, or_, select, update
+from sqlalchemy import Select, bindparam, cast, func, null, or_, select, union_all, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from world.store.backend import AROUND_COLUMNS, avatar_around
 from world.store.driver import Statement
 from world.store.models import Base, EpisodeRow, StepRow, TaskRow
 from world.tasks import Task
@@ -256,38 +257,66 @@ class StepRead:
     episode: EpisodeRow
     task: TaskRow
     recorded: StepRow | None
+    # the episode's avatar's rows (backend.AROUND_COLUMNS) where asked for and the avatar is
+    # stored, for SqlBackend.read_around: a step's world reads them next
+    around: list[list[Any]] | None = None
 
 
 _TASKS = Base.metadata.tables["tasks"]
 _STEPS = Base.metadata.tables["steps"]
-_STEP_READ = Statement(
-    select(_EPISODES, _TASKS, _STEPS)
+_READ_COLUMNS = (*_EPISODES.columns, *_TASKS.columns, *_STEPS.columns)
+_STEP_READ_SELECT = (
+    select(*_READ_COLUMNS)
     .join_from(_EPISODES, _TASKS, _TASKS.c.id == _EPISODES.c.task_id)
     .outerjoin(
         _STEPS, (_STEPS.c.episode_id == _EPISODES.c.id) & (_STEPS.c.step == bindparam("step"))
     )
-    .where(_EPISODES.c.id == bindparam("episode_id")),
-    [*_EPISODES.columns, *_TASKS.columns, *_STEPS.columns],
+    .where(_EPISODES.c.id == bindparam("episode_id"))
 )
+_STEP_READ = Statement(_STEP_READ_SELECT, _READ_COLUMNS)
 _STEP_INSERT = Statement(_STEPS.insert())
 
 
-def read_step(*, session: Session, episode_id: int, step: int) -> StepRead | None:
+def _nulls(columns: Sequence[Any]) -> list[Any]:
+    return [cast(null(), c.type) for c in columns]
+
+
+# The same, and in the same statement the episode's avatar as SqlBackend.load_avatar reads it
+# (a round trip less a step, issue 38): the step's row first, with nulls for the avatar's
+# columns, then the avatar's rows, with nulls for the step's (none where it is not stored).
+_STEP_AND_AVATAR_READ = Statement(
+    union_all(
+        _STEP_READ_SELECT.add_columns(*_nulls(AROUND_COLUMNS)),
+        avatar_around(_EPISODES.c.avatar_id, _nulls(_READ_COLUMNS)).where(
+            _EPISODES.c.id == bindparam("episode_id")
+        ),
+    ),
+    [*_READ_COLUMNS, *AROUND_COLUMNS],
+)
+
+
+def read_step(
+    *, session: Session, episode_id: int, step: int, around: bool = False
+) -> StepRead | None:
     """Episode ``episode_id`` with its task and its recorded step ``step`` (None if no such
-    episode)."""
-    found = _STEP_READ.lists(session.connection(), {"episode_id": episode_id, "step": step})
-    if not found:
+    episode); with ``around``, its avatar's rows too, in the same statement."""
+    read = _STEP_AND_AVATAR_READ if around else _STEP_READ
+    found = read.lists(session.connection(), {"episode_id": episode_id, "step": step})
+    values = next((v for v in found if v[0] is not None), None)  # the episode's id
+    if values is None:
         return None
-    values = found[0]
     tasks_from = len(_EPISODES.columns)
     steps_from = tasks_from + len(_TASKS.columns)
+    around_from = steps_from + len(_STEPS.columns)
     episode = dict(zip(_EPISODES.columns.keys(), values[:tasks_from], strict=True))
     task = dict(zip(_TASKS.columns.keys(), values[tasks_from:steps_from], strict=True))
-    recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:], strict=True))
+    recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:around_from], strict=True))
+    avatar = [v[around_from:] for v in found if v[0] is None] if around else []
     return StepRead(
         EpisodeRow(**episode),
         TaskRow(**task),
         StepRow(**recorded) if recorded["step"] is not None else None,
+        avatar or None,
     )
 
 
