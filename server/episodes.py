@@ -275,9 +275,10 @@ def _step_transaction(
     now = time.time()
 
     def work(session: Session, world_row: WorldRow) -> StepOut:
-        # The main world's avatar is read with the episode (a fork's lies in its parent too).
-        main = not runtime.lineage
-        read = records.read_step(session=session, episode_id=episode_id, step=index, around=main)
+        # The main world's avatar and those beside it are read with the episode (a fork's may
+        # lie in its parent).
+        crowd = runtime.rules.crowd_shown if not runtime.lineage else None
+        read = records.read_step(session=session, episode_id=episode_id, step=index, crowd=crowd)
         episode = _owned(caller, episode_id, read.episode if read is not None else None)
         assert read is not None  # _owned refused a missing episode
         recorded = read.recorded
@@ -291,7 +292,7 @@ def _step_transaction(
             return step_out(recorded)
         backend = runtime.backend(session, world_row)
         if read.around is not None and isinstance(backend, SqlBackend):
-            backend.read_around(episode.avatar_id, read.around)
+            backend.read_around(episode.avatar_id, read.around, read.crowd)
         world = World(backend, runtime.rules)
         if _idle(runtime, episode, now):
             _abandon(runtime, session, world, episode, now)

@@ -168,11 +168,21 @@ class SqlBackend:
         rows = self._rows(ThingRow, "id", id=thing)
         return self._hand_thing(rows[0]) if rows else None
 
-    def read_around(self, avatar: str, rows: list[list[Any]]) -> None:
-        """``avatar``'s rows as :data:`AROUND_COLUMNS` gave them, read in this transaction
-        with nothing saved since (a step reads them with its episode): :meth:`load_avatar`
-        answers from them instead of reading them again."""
+    def read_around(
+        self,
+        avatar: str,
+        rows: list[list[Any]],
+        crowd: tuple[int, list[dict[str, Any]]] | None = None,
+    ) -> None:
+        """``avatar``'s rows as :data:`AROUND_COLUMNS` gave them, and ``crowd``, (limit, rows)
+        as :func:`crowd_select` gave them for its place, read in this transaction with nothing
+        saved since (a step reads them with its episode): :meth:`load_avatar` and
+        :meth:`load_crowd` answer from them instead of reading them again."""
         self._around[avatar] = rows
+        place = rows[0][_AVATAR_COLUMNS.index("place")]
+        if crowd is not None and place is not None:
+            limit, others = crowd
+            self._crowds[(place, avatar, limit)] = self._crowd_of(others, limit)
 
     def load_avatar(self, avatar: str) -> Avatar | None:
         """The avatar, read in one statement with what it holds and what lies where it stands
@@ -203,10 +213,14 @@ class SqlBackend:
             rows = _crowd(max(limit, 1)).rows(
                 self.session.connection(), {"place": place, "me": without}
             )
-            total = rows[0][CROWD.name] if rows else 0
-            self._crowds[key] = [self._hand_avatar(r) for r in rows[:limit]], total
+            self._crowds[key] = self._crowd_of(rows, limit)
         named, total = self._crowds[key]
         return list(named), total
+
+    def _crowd_of(self, rows: list[dict[str, Any]], limit: int) -> tuple[list[Avatar], int]:
+        """:meth:`load_crowd`'s answer from the rows of ``crowd_select(..., max(limit, 1))``."""
+        total = rows[0][CROWD.name] if rows else 0
+        return [self._hand_avatar(r) for r in rows[:limit]], total
 
     # -- the clock and the counters (PostgreSQL hands them out side by side) ---------------
     def next_tick(self, tick: int) -> int:
@@ -447,7 +461,8 @@ CROWD = Column("crowd", Integer)  # how many stand there
 _AVATARS, _THINGS = AvatarRow.__table__, ThingRow.__table__
 _AVATAR_COLUMNS = tuple(_AVATARS.columns.keys())
 _THING_COLUMNS = tuple(_THINGS.columns.keys())
-AROUND_COLUMNS = (*_AVATARS.columns, *_THINGS.columns)
+AVATAR_COLUMNS = tuple(_AVATARS.columns)
+AROUND_COLUMNS = (*AVATAR_COLUMNS, *_THINGS.columns)
 
 
 def avatar_around(avatar: Any, before: Sequence[Any] = ()) -> Select[Any]:
@@ -470,20 +485,25 @@ def avatar_around(avatar: Any, before: Sequence[Any] = ()) -> Select[Any]:
 _AVATAR_AROUND = Statement(avatar_around(bindparam("id")), AROUND_COLUMNS)
 
 
-@lru_cache(maxsize=8)
-def _crowd(limit: int) -> Statement:
-    """The first ``limit`` avatars by id in ``place`` but ``me``, each row with how many stand
-    there but ``me`` (both from the index on place and id)."""
-    table = AvatarRow.__table__
-    there = (table.c.place == bindparam("place"), table.c.id != bindparam("me"))
-    counted = select(func.count()).select_from(table).where(*there).scalar_subquery()
-    stmt = (
-        select(*table.columns, counted.label(CROWD.name))
+def crowd_select(place: Any, me: Any, limit: Any) -> Select[Any]:
+    """The first ``limit`` avatars by id in ``place`` but ``me`` (binds, or expressions), each
+    row with how many stand there but ``me`` (both from the index on place and id)."""
+    there = (_AVATARS.c.place == place, _AVATARS.c.id != me)
+    counted = select(func.count()).select_from(_AVATARS).where(*there).scalar_subquery()
+    return (
+        select(*_AVATARS.columns, counted.label(CROWD.name))
         .where(*there)
-        .order_by(table.c.id)
+        .order_by(_AVATARS.c.id)
         .limit(limit)
     )
-    return Statement(stmt, (*table.columns, CROWD))
+
+
+@lru_cache(maxsize=8)
+def _crowd(limit: int) -> Statement:
+    """:func:`crowd_select` of the binds ``place`` and ``me``."""
+    return Statement(
+        crowd_select(bindparam("place"), bindparam("me"), limit), (*_AVATARS.columns, CROWD)
+    )
 
 
 @lru_cache(maxsize=256)

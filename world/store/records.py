@@ -9,16 +9,35 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, cast, func, null, or_, select, union_all, update
+from sqlalchemy import (
+    Column,
+    Integer,
+    Select,
+    bindparam,
+    cast,
+    func,
+    null,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from world.store.backend import AROUND_COLUMNS, avatar_around
+from world.store.backend import (
+    AROUND_COLUMNS,
+    AVATAR_COLUMNS,
+    CROWD,
+    avatar_around,
+    crowd_select,
+)
 from world.store.driver import Statement
 from world.store.models import Base, EpisodeRow, StepRow, TaskRow
 from world.tasks import Task
@@ -257,9 +276,11 @@ class StepRead:
     episode: EpisodeRow
     task: TaskRow
     recorded: StepRow | None
-    # the episode's avatar's rows (backend.AROUND_COLUMNS) where asked for and the avatar is
-    # stored, for SqlBackend.read_around: a step's world reads them next
+    # Where asked for and the avatar is stored, for SqlBackend.read_around (a step's world
+    # reads them next): the episode's avatar's rows (backend.AROUND_COLUMNS), and the crowd
+    # limit with the rows of the others standing with it (backend.crowd_select's)
     around: list[list[Any]] | None = None
+    crowd: tuple[int, list[dict[str, Any]]] | None = None
 
 
 _TASKS = Base.metadata.tables["tasks"]
@@ -281,43 +302,80 @@ def _nulls(columns: Sequence[Any]) -> list[Any]:
     return [cast(null(), c.type) for c in columns]
 
 
-# The same, and in the same statement the episode's avatar as SqlBackend.load_avatar reads it
-# (a round trip less a step, issue 38): the step's row first, with nulls for the avatar's
-# columns, then the avatar's rows, with nulls for the step's (none where it is not stored).
+# The same, and in the same statement what a step's world reads first (a round trip less each,
+# issue 38): the episode's avatar as SqlBackend.load_avatar reads it, and the first others
+# standing with it as its load_crowd does (``crowd_limit`` of them). The step's row comes with
+# nulls for the rest, the avatar's rows (none where it is not stored) with nulls for the step's
+# columns and the crowd's, and the crowd's rows with their count and rank by id.
+_RANK = Column("rank", Integer)
+_MORE = (CROWD, _RANK)
+_AVATAR_OF = (
+    select(_EPISODES.c.avatar_id).where(_EPISODES.c.id == bindparam("episode_id")).scalar_subquery()
+)
+_AVATARS = Base.metadata.tables["avatars"]
+_ME = _AVATARS.alias("me")
+_CROWD = (
+    crowd_select(
+        select(_ME.c.place).where(_ME.c.id == _AVATAR_OF).scalar_subquery(),
+        _AVATAR_OF,
+        bindparam("crowd_limit"),
+    )
+    .add_columns(func.row_number().over(order_by=_AVATARS.c.id).label(_RANK.name))
+    .subquery()
+)
 _STEP_AND_AVATAR_READ = Statement(
     union_all(
-        _STEP_READ_SELECT.add_columns(*_nulls(AROUND_COLUMNS)),
-        avatar_around(_EPISODES.c.avatar_id, _nulls(_READ_COLUMNS)).where(
-            _EPISODES.c.id == bindparam("episode_id")
+        _STEP_READ_SELECT.add_columns(*_nulls([*AROUND_COLUMNS, *_MORE])),
+        avatar_around(_EPISODES.c.avatar_id, _nulls(_READ_COLUMNS))
+        .add_columns(*_nulls(_MORE))
+        .where(_EPISODES.c.id == bindparam("episode_id")),
+        select(
+            *_nulls(_READ_COLUMNS),
+            *(_CROWD.c[c.name] for c in AVATAR_COLUMNS),
+            *_nulls(AROUND_COLUMNS[len(AVATAR_COLUMNS) :]),
+            *(_CROWD.c[c.name] for c in _MORE),
         ),
     ),
-    [*_READ_COLUMNS, *AROUND_COLUMNS],
+    [*_READ_COLUMNS, *AROUND_COLUMNS, *_MORE],
 )
 
 
 def read_step(
-    *, session: Session, episode_id: int, step: int, around: bool = False
+    *, session: Session, episode_id: int, step: int, crowd: int | None = None
 ) -> StepRead | None:
     """Episode ``episode_id`` with its task and its recorded step ``step`` (None if no such
-    episode); with ``around``, its avatar's rows too, in the same statement."""
-    read = _STEP_AND_AVATAR_READ if around else _STEP_READ
-    found = read.lists(session.connection(), {"episode_id": episode_id, "step": step})
+    episode); with ``crowd``, in the same statement, its avatar's rows and the first
+    ``crowd`` others standing with it (:attr:`StepRead.around`, :attr:`StepRead.crowd`)."""
+    if crowd is None:
+        found = _STEP_READ.lists(session.connection(), {"episode_id": episode_id, "step": step})
+    else:
+        params = {"episode_id": episode_id, "step": step, "crowd_limit": max(crowd, 1)}
+        found = _STEP_AND_AVATAR_READ.lists(session.connection(), params)
     values = next((v for v in found if v[0] is not None), None)  # the episode's id
     if values is None:
         return None
     tasks_from = len(_EPISODES.columns)
     steps_from = tasks_from + len(_TASKS.columns)
     around_from = steps_from + len(_STEPS.columns)
+    more_from = around_from + len(AROUND_COLUMNS)
     episode = dict(zip(_EPISODES.columns.keys(), values[:tasks_from], strict=True))
     task = dict(zip(_TASKS.columns.keys(), values[tasks_from:steps_from], strict=True))
     recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:around_from], strict=True))
-    avatar = [v[around_from:] for v in found if v[0] is None] if around else []
-    return StepRead(
+    read = StepRead(
         EpisodeRow(**episode),
         TaskRow(**task),
         StepRow(**recorded) if recorded["step"] is not None else None,
-        avatar or None,
     )
+    avatar = [v[around_from:more_from] for v in found if v[0] is None and v[more_from] is None]
+    if crowd is None or not avatar:
+        return read
+    names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
+    crowd_to = around_from + len(AVATAR_COLUMNS)
+    ranked = sorted((v for v in found if v[more_from] is not None), key=lambda v: v[-1])
+    others = [
+        dict(zip(names, [*v[around_from:crowd_to], v[more_from]], strict=True)) for v in ranked
+    ]
+    return dataclasses.replace(read, around=avatar, crowd=(crowd, others))
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
