@@ -131,7 +131,7 @@ from agents.train.learner import (  # noqa: E402
     rank_cross_entropy,
 )
 from agents.train.trainer import Trainer  # noqa: E402
-from world.stats import unpaired_difference  # noqa: E402
+from world.stats import standardised_difference, unpaired_difference  # noqa: E402
 
 ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "frozen": (None, False),
@@ -627,6 +627,14 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     round(c.low, 4),
                     round(c.high, 4),
                 ]
+        mix = [_last_by_distance(x) for x in (s, other)]
+        if all(mix) and any(k in mix[1] for k in mix[0]):
+            m = standardised_difference(*mix)  # a reading: the rule is the plain difference
+            row["standardised_difference"] = [
+                round(m.estimate, 4),
+                round(m.low, 4),
+                round(m.high, 4),
+            ]
         if "per_seed" in s and "per_seed" in other:
             row["per_seed"] = [
                 round(x["last_window"]["rate"] - y["last_window"]["rate"], 4)
@@ -635,6 +643,20 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ]
         out.append(row)
     return out
+
+
+def _last_by_distance(summary: dict[str, Any]) -> dict[object, tuple[int, int]]:
+    """An arm's last windows as (successes, episodes) by the oracle's plan length at the start,
+    over its seeds (episodes with no length recorded left out)."""
+    seeds = summary.get("per_seed") or [summary]
+    counts: dict[object, tuple[int, int]] = {}
+    for seed in seeds:
+        for distance, windows in seed.get("per_distance", {}).items():
+            if "last_window" in windows:
+                wins, n = map(int, windows["last_window"].split("/"))
+                had = counts.get(distance, (0, 0))
+                counts[distance] = (had[0] + wins, had[1] + n)
+    return counts
 
 
 def _line(rows: list[dict[str, Any]]) -> str:
@@ -861,6 +883,10 @@ def main() -> int:
         for key, (_, what) in STEP_SHARES.items():
             if f"{key}_difference" in c:
                 seeds += "; {}: {:+.3f} [{:+.3f}, {:+.3f}]".format(what, *c[f"{key}_difference"])
+        if "standardised_difference" in c:
+            seeds += "; standardised to both arms' mix of start distances: {:+.3f} [{:+.3f}, {:+.3f}]".format(
+                *c["standardised_difference"]
+            )
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "
             f"[{c['low']:+.3f}, {c['high']:+.3f}] (95%, Newcombe): {c['says']}{seeds}"

@@ -79,3 +79,42 @@ def paired_difference(pairs: list[tuple[bool, bool]]) -> Difference:
         cross = 0.0
     phi = cross / math.sqrt(margins) if margins else 0.0
     return _difference(both + only_a, n, both + only_b, n, phi)
+
+
+def _standardised(
+    counts: list[tuple[int, int]], weights: list[float]
+) -> tuple[float, float, float]:
+    """Σ w_h·p_h over strata of (wins, n) with its limits: each stratum's distance to its
+    Wilson limits, weighted and added in quadrature (MOVER, Zou and Donner 2008, *Statistics in
+    Medicine* 27:1693)."""
+    rate = below = above = 0.0
+    for (wins, n), w in zip(counts, weights, strict=True):
+        low, high = wilson(wins, n)
+        assert low is not None and high is not None  # strata without trials are left out
+        p = wins / n
+        rate += w * p
+        below += (w * (p - low)) ** 2
+        above += (w * (high - p)) ** 2
+    return rate, rate - math.sqrt(below), rate + math.sqrt(above)
+
+
+def standardised_difference(
+    a: dict[object, tuple[int, int]], b: dict[object, tuple[int, int]]
+) -> Difference:
+    """Success of a minus success of b where the two met their strata (say, tasks by start
+    distance) in different proportions: each side's rate per stratum, weighted by both sides'
+    trials in that stratum together (direct standardisation to the pooled mix), so that a side
+    that drew more easy tasks does not look better for it. Strata that only one side met are
+    left out. The interval combines each side's MOVER limits as Newcombe's method 10 combines
+    Wilson's; with one stratum it is :func:`unpaired_difference`."""
+    shared = [k for k in a if k in b and a[k][1] > 0 and b[k][1] > 0]
+    if not shared:
+        raise ValueError("expected a stratum with trials on both sides")
+    total = sum(a[k][1] + b[k][1] for k in shared)
+    weights = [(a[k][1] + b[k][1]) / total for k in shared]
+    rate_a, low_a, high_a = _standardised([a[k] for k in shared], weights)
+    rate_b, low_b, high_b = _standardised([b[k] for k in shared], weights)
+    d = rate_a - rate_b
+    below = math.sqrt((rate_a - low_a) ** 2 + (high_b - rate_b) ** 2)
+    above = math.sqrt((high_a - rate_a) ** 2 + (rate_b - low_b) ** 2)
+    return Difference(d, max(-1.0, d - below), min(1.0, d + above))

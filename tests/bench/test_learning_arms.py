@@ -42,3 +42,28 @@ def test_each_arm_is_compared_with_the_one_below_it() -> None:
         ("outcome_only@exact", "outcome_only", "worse")
     ]
     assert compare([arm("frozen", 6)]) == []
+
+
+def test_the_comparison_reads_the_difference_standardised_to_both_arms_mix_of_starts() -> None:
+    """Arms that finish as often from each start distance, one of them drawing more near starts
+    over its seeds: the plain difference favours it, the standardised one does not."""
+    from learning import compare
+
+    def arm(name: str, seeds: list[dict[str, str]]) -> dict:
+        wins = sum(int(c.split("/")[0]) for seed in seeds for c in seed.values())
+        n = sum(int(c.split("/")[1]) for seed in seeds for c in seed.values())
+        per_seed = [
+            {
+                "last_window": {"rate": 0.1, "n": 100},
+                "per_distance": {k: {"last_window": c} for k, c in seed.items()},
+            }
+            for seed in seeds
+        ]
+        return {"arm": name, "last_window": {"rate": wins / n, "n": n}, "per_seed": per_seed}
+
+    near = [{"1": "40/100", "4": "0/100"}, {"1": "20/50", "4": "0/150"}]
+    far = [{"1": "8/20", "4": "0/180"}, {"1": "8/20", "4": "0/180"}]
+    (row,) = compare([arm("outcome_only", far), arm("integrated_oracle", near)])
+    assert row["low"] > 0  # plainly better: 60 of 400 against 16 of 400
+    estimate, low, high = row["standardised_difference"]
+    assert estimate == 0.0 and low < 0 < high

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from world.stats import paired_difference, unpaired_difference, wilson
+from world.stats import (
+    paired_difference,
+    standardised_difference,
+    unpaired_difference,
+    wilson,
+)
 
 
 def test_wilson_interval() -> None:
@@ -45,3 +50,28 @@ def test_pairs_that_agree_narrow_the_interval() -> None:
     unpaired = unpaired_difference(12, 20, 8, 20)
     assert paired_difference(together).width < unpaired.width < paired_difference(apart).width
     assert paired_difference(together).estimate == pytest.approx(unpaired.estimate)
+
+
+def test_a_standardised_difference_of_one_stratum_is_the_unpaired_one() -> None:
+    one = standardised_difference({1: (56, 70)}, {1: (48, 80)})
+    plain = unpaired_difference(56, 70, 48, 80)
+    assert (one.estimate, one.low, one.high) == pytest.approx(
+        (plain.estimate, plain.low, plain.high)
+    )
+
+
+def test_standardising_removes_what_a_different_mix_of_strata_makes() -> None:
+    # The same rate in each stratum (0.4 of easy tasks, 0.02 of hard ones), but side a drew
+    # mostly easy tasks and side b mostly hard ones: plainly a looks far better, standardised
+    # to the pooled mix it does not.
+    a = {"easy": (120, 300), "hard": (2, 100)}
+    b = {"easy": (40, 100), "hard": (6, 300)}
+    plain = unpaired_difference(122, 400, 46, 400)
+    assert plain.low > 0.1
+    d = standardised_difference(a, b)
+    assert d.estimate == pytest.approx(0.0, abs=1e-12)
+    assert d.low < 0 < d.high
+    # a stratum only one side met is left out; none shared is an error
+    assert standardised_difference({**a, "far": (0, 50)}, b) == d
+    with pytest.raises(ValueError, match="expected a stratum"):
+        standardised_difference({"easy": (1, 2)}, {"hard": (1, 2)})
