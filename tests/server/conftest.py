@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess, built_runtime
+from harness import ADMIN_TOKEN, Api, AppServer, ServerProcess, Statements, built_runtime
 
 from server.runtime import Runtime
 
@@ -53,3 +53,13 @@ def runtime(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     """The server's runtime without its HTTP app, for tests that drive the writer directly."""
     with built_runtime(database_url, tmp_path / "data") as runtime:
         yield runtime
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
+    """What the writer's thread sends while ``statements.on`` (``harness.Statements``)."""
+    counter = Statements(monkeypatch)
+    try:
+        yield counter
+    finally:
+        counter.close()

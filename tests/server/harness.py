@@ -6,7 +6,10 @@ and a snapshot of the database's state (hash and row counts)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 from pydantic import SecretStr
-from sqlalchemy import func, select
+from sqlalchemy import Engine, event, func, select
 from starlette import testclient
 
 # The server's and the forge's tables are on world.store's Base once their modules are loaded:
@@ -198,3 +201,38 @@ def on_driver(monkeypatch: Any, record: Callable[[str, int], None]) -> None:
         return rows
 
     monkeypatch.setattr(driver, "_run", counted)
+
+
+class Statements:
+    """Counts the statements the writer's thread sends while ``on``, by their SQL on one line,
+    savepoints' names made one: those run through SQLAlchemy (by its event), those on the
+    driver's cursor (:func:`on_driver`) and each COMMIT. The ``statements`` fixture
+    (conftest.py) makes one and closes it."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.sent: Counter[str] = Counter()
+        self.on = False
+        on_driver(monkeypatch, lambda sql, _rows: self._count(sql))
+        event.listen(Engine, "before_cursor_execute", self._listen)
+        event.listen(Engine, "commit", self._commit)
+
+    def _listen(self, _conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
+        self._count(sql)
+
+    def _commit(self, _conn: Any) -> None:
+        self._count("COMMIT")
+
+    def _count(self, sql: str) -> None:
+        if self.on and threading.current_thread().name == "bigworld-writer":
+            self.sent[re.sub(r"sa_savepoint_\d+", "sa_savepoint", " ".join(sql.split()))] += 1
+
+    def total(self) -> int:
+        return sum(self.sent.values())
+
+    def of(self, table: str) -> int:
+        """Reads of ``table`` by its columns (``FROM regions WHERE``)."""
+        return sum(n for sql, n in self.sent.items() if f"FROM {table} WHERE" in sql)
+
+    def close(self) -> None:
+        event.remove(Engine, "before_cursor_execute", self._listen)
+        event.remove(Engine, "commit", self._commit)

@@ -6,17 +6,14 @@ each step's episode with an UPDATE of its own."""
 
 from __future__ import annotations
 
-import re
-import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, db_state, on_driver
-from sqlalchemy import Engine, event, select, text
+from harness import ADMIN_TOKEN, Api, AppServer, Statements, db_state
+from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from world.store import SqlBackend, make_engine, records
@@ -36,44 +33,8 @@ AVATAR_READ = (  # SqlBackend.load_avatar's own read
 )
 
 
-class Sent:
-    """The statements the writer's thread sends while ``on``, by their SQL (those run through
-    SQLAlchemy, by its event; those on the driver's cursor, at the driver's one call; and the
-    batch's COMMIT), savepoints' names made one."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: Counter[str] = Counter()
-        self.on = False
-        on_driver(monkeypatch, lambda sql, _rows: self._count(sql))
-        event.listen(Engine, "before_cursor_execute", self._listen)
-        event.listen(Engine, "commit", self._commit)
-
-    def _listen(self, _conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
-        self._count(sql)
-
-    def _commit(self, _conn: Any) -> None:
-        self._count("COMMIT")
-
-    def _count(self, sql: str) -> None:
-        if self.on and threading.current_thread().name == "bigworld-writer":
-            self.sent[re.sub(r"sa_savepoint_\d+", "sa_savepoint", " ".join(sql.split()))] += 1
-
-    def close(self) -> None:
-        event.remove(Engine, "before_cursor_execute", self._listen)
-        event.remove(Engine, "commit", self._commit)
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
-    counter = Sent(monkeypatch)
-    try:
-        yield counter
-    finally:
-        counter.close()
-
-
 def _fleet(
-    url: str, data: Path, sent: Sent | None, rounds: int, **env: str
+    url: str, data: Path, counter: Statements | None, rounds: int, **env: str
 ) -> tuple[list[Counter[str]], list[Any]]:
     """A fleet's agent with ``BATCH`` open episodes steps them all in each of ``rounds``
     batches, its actions drawn from the admissible ones as the fleet bench draws them (an
@@ -100,12 +61,12 @@ def _fleet(
                 turn += 1
                 action = admissible[turn * 7 % len(admissible)]
                 batch.append({"episode_id": episode, "step": last + 1, "action": action})
-            if sent is not None:
-                sent.sent, sent.on = Counter(), True
+            if counter is not None:
+                counter.sent, counter.on = Counter(), True
             items = fleet.post("/v1/steps", json=batch).json()["items"]
-            if sent is not None:
-                sent.on = False
-                counted.append(sent.sent)
+            if counter is not None:
+                counter.on = False
+                counted.append(counter.sent)
             answers.extend(items)
             for step, item in zip(batch, items, strict=True):
                 assert item["status"] == 200, item
@@ -125,9 +86,9 @@ def _of(counted: Counter[str], start: str) -> int:
 
 
 def test_a_batch_of_64_steps_sends_a_bounded_number_of_statements(
-    database_url: str, tmp_path: Path, sent: Sent
+    database_url: str, tmp_path: Path, statements: Statements
 ) -> None:
-    batches, _answers = _fleet(database_url, tmp_path / "data", sent, rounds=4)
+    batches, _answers = _fleet(database_url, tmp_path / "data", statements, rounds=4)
     dialect = make_url(database_url).get_backend_name()
     for counted in batches:
         assert sum(counted.values()) <= MOST[dialect], counted.most_common()

@@ -2,22 +2,20 @@
 them again (``world.store.known``), on SQLite and PostgreSQL: steps served from it answer as
 steps that read the tables, and leave the same state; a place changed in a batch is seen by
 the batch's later transactions, one rolled back is not, and one changed by another process is
-seen by the next batch; a batch that fails leaves nothing known that was not committed; a
-fork's regions are its own; and a batched step on PostgreSQL issues at most
-``MAX_STATEMENTS_PER_STEP`` statements (each a round trip)."""
+seen by the next batch; a batch that fails leaves nothing known that was not committed; and a
+fork's regions are its own. What a batched step sends, statement by statement, is
+``test_batch_round_trips.py``'s."""
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dbfixtures import fresh_database
-from harness import ADMIN_TOKEN, Api, AppServer, db_state, on_driver
-from sqlalchemy import Engine, event, text
+from harness import ADMIN_TOKEN, Api, AppServer, Statements, db_state
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from server import worlds
@@ -29,13 +27,6 @@ from world.store import WorldRow, lock_world, make_engine, session_factory
 from world.store.backend import SqlBackend
 from world.store.known import Batch, Known
 from world.store.regions import Scope
-
-# A batched step of a fleet's agent here on PostgreSQL: 17.9 statements before the writer knew
-# regions, places and the world row and an avatar was read with what is around it, 11.5 then
-# (docs/benchmarks/fleet.md, "PostgreSQL round trips"), 7.6 since a step reads its avatar and
-# those beside it with its episode, the batch draws its ticks itself and a step writes its
-# episode and itself in one statement (tests/server/test_batch_round_trips.py counts each kind).
-MAX_STATEMENTS_PER_STEP = 8.0
 
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -67,43 +58,6 @@ def _batch(runtime: Runtime, works: list[Callable[[Session, WorldRow], Any]]) ->
 
 def _flooded_until(place: str) -> Callable[[World], Any]:
     return lambda world: world.place(place).attrs.get("flooded_until")
-
-
-class Statements:
-    """Counts the statements the writer's thread sends, by their SQL (those run through
-    SQLAlchemy, by its event; those on the driver's cursor, at the driver's one call)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: Counter[str] = Counter()
-        self.on = False
-        on_driver(monkeypatch, lambda sql, _rows: self._count(sql))
-        event.listen(Engine, "before_cursor_execute", self._listen)
-
-    def _listen(self, _conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
-        self._count(sql)
-
-    def _count(self, sql: str) -> None:
-        if self.on and threading.current_thread().name == "bigworld-writer":
-            self.sent[" ".join(sql.split())] += 1
-
-    def total(self) -> int:
-        return sum(self.sent.values())
-
-    def of(self, table: str) -> int:
-        """Reads of ``table`` by its columns (``FROM regions WHERE``)."""
-        return sum(n for sql, n in self.sent.items() if f"FROM {table} WHERE" in sql)
-
-    def close(self) -> None:
-        event.remove(Engine, "before_cursor_execute", self._listen)
-
-
-@pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
-    counter = Statements(monkeypatch)
-    try:
-        yield counter
-    finally:
-        counter.close()
 
 
 def _fleet_run(url: str, data: Path, rounds: int) -> tuple[list[Any], str]:
@@ -295,46 +249,6 @@ def test_a_step_in_a_fork_reads_no_inventories_of_the_avatars_beside_it(
     assert "cat1" in result.observation
     held = [sql for sql in statements.sent if "FROM things WHERE things.holder" in sql]
     assert held == [], statements.sent.most_common()
-
-
-@pytest.mark.postgres
-def test_a_batched_step_on_postgres_takes_few_statements(
-    statements: Statements, tmp_path: Path
-) -> None:
-    with fresh_database("postgres", tmp_path) as url:
-        server = AppServer(url, tmp_path / "data").start()
-        try:
-            fleet = Api(server, ADMIN_TOKEN).agent("fleet", max_open_episodes=16)
-            open_: dict[int, tuple[int, list[str]]] = {}
-
-            def begin() -> None:
-                begun = fleet.post("/v1/episodes", json={}).json()
-                open_[begun["episode_id"]] = (0, begun["admissible_actions"] or ["look"])
-
-            for _ in range(16):
-                begin()
-            turn = 0
-            for counted in (False, False, True, True):  # two batches to warm up, two counted
-                batch = []
-                for episode, (last, admissible) in open_.items():
-                    turn += 1
-                    action = admissible[turn * 7 % len(admissible)]  # as the fleet bench
-                    batch.append({"episode_id": episode, "step": last + 1, "action": action})
-                statements.on = counted
-                items = fleet.post("/v1/steps", json=batch).json()["items"]
-                statements.on = False
-                for sent, item in zip(batch, items, strict=True):
-                    assert item["status"] == 200, item
-                    del open_[sent["episode_id"]]
-                    if item["result"]["done"]:
-                        begin()
-                    else:
-                        admissible = item["result"]["admissible_actions"] or ["look"]
-                        open_[sent["episode_id"]] = (sent["step"], admissible)
-        finally:
-            server.stop()
-    per_step = statements.total() / (2 * 16)
-    assert per_step <= MAX_STATEMENTS_PER_STEP, statements.sent.most_common()
 
 
 @pytest.mark.postgres
