@@ -69,6 +69,7 @@ figures are rung ``go_to``'s (pass ``--out`` elsewhere for the other rungs)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -627,9 +628,9 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     round(c.low, 4),
                     round(c.high, 4),
                 ]
-        mix = [_last_by_distance(x) for x in (s, other)]
-        if all(mix) and any(k in mix[1] for k in mix[0]):
-            m = standardised_difference(*mix)  # a reading: the rule is the plain difference
+        with contextlib.suppress(ValueError):  # no start distance met by both arms
+            # a reading: the rule is the plain difference
+            m = standardised_difference(_last_by_distance(s), _last_by_distance(other))
             row["standardised_difference"] = [
                 round(m.estimate, 4),
                 round(m.low, 4),

@@ -46,14 +46,22 @@ def _difference(wins_a: int, n_a: int, wins_b: int, n_b: int, phi: float) -> Dif
     low_b, high_b = wilson(wins_b, n_b)
     if low_a is None or high_a is None or low_b is None or high_b is None:
         raise ValueError("expected at least one trial of each")
-    a, b = wins_a / n_a, wins_b / n_b
+    return _combined((wins_a / n_a, low_a, high_a), (wins_b / n_b, low_b, high_b), phi)
+
+
+def _combined(
+    a: tuple[float, float, float], b: tuple[float, float, float], phi: float = 0.0
+) -> Difference:
+    """Rate a minus rate b, each given as (rate, low, high): each side's distance to its limits
+    added in quadrature, less what the correlation ``phi`` explains (Newcombe's method 10)."""
+    (ra, low_a, high_a), (rb, low_b, high_b) = a, b
     below = math.sqrt(
-        max(0.0, (a - low_a) ** 2 - 2 * phi * (a - low_a) * (high_b - b) + (high_b - b) ** 2)
+        max(0.0, (ra - low_a) ** 2 - 2 * phi * (ra - low_a) * (high_b - rb) + (high_b - rb) ** 2)
     )
     above = math.sqrt(
-        max(0.0, (high_a - a) ** 2 - 2 * phi * (high_a - a) * (b - low_b) + (b - low_b) ** 2)
+        max(0.0, (high_a - ra) ** 2 - 2 * phi * (high_a - ra) * (rb - low_b) + (rb - low_b) ** 2)
     )
-    return Difference(a - b, max(-1.0, a - b - below), min(1.0, a - b + above))
+    return Difference(ra - rb, max(-1.0, ra - rb - below), min(1.0, ra - rb + above))
 
 
 def unpaired_difference(wins_a: int, n_a: int, wins_b: int, n_b: int) -> Difference:
@@ -112,9 +120,7 @@ def standardised_difference(
         raise ValueError("expected a stratum with trials on both sides")
     total = sum(a[k][1] + b[k][1] for k in shared)
     weights = [(a[k][1] + b[k][1]) / total for k in shared]
-    rate_a, low_a, high_a = _standardised([a[k] for k in shared], weights)
-    rate_b, low_b, high_b = _standardised([b[k] for k in shared], weights)
-    d = rate_a - rate_b
-    below = math.sqrt((rate_a - low_a) ** 2 + (high_b - rate_b) ** 2)
-    above = math.sqrt((high_a - rate_a) ** 2 + (rate_b - low_b) ** 2)
-    return Difference(d, max(-1.0, d - below), min(1.0, d + above))
+    return _combined(
+        _standardised([a[k] for k in shared], weights),
+        _standardised([b[k] for k in shared], weights),
+    )

@@ -226,9 +226,6 @@ class Statements:
         if self.on and threading.current_thread().name == "bigworld-writer":
             self.sent[re.sub(r"sa_savepoint_\d+", "sa_savepoint", " ".join(sql.split()))] += 1
 
-    def total(self) -> int:
-        return sum(self.sent.values())
-
     def of(self, table: str) -> int:
         """Reads of ``table`` by its columns (``FROM regions WHERE``)."""
         return sum(n for sql, n in self.sent.items() if f"FROM {table} WHERE" in sql)
