@@ -454,6 +454,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         _end_with_parent(server)
     played, stops, threads = Played(), [], []
     trainer: Trainer | None = None
+    config: TrainConfig | None = None
     judges: RewardRunner | None = None
     try:
         admin = BigWorldClient(server.url, server.admin_token)
@@ -525,7 +526,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         for thread in threads:
             thread.join(timeout=120)
         backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
-        inspected = inspect_steps(admin, start.policy)
+        inspected = inspect_steps(admin, start.policy, config)
     finally:
         for stop in stops:  # an arm that failed must not leave its players stepping
             stop.set()
@@ -877,6 +878,10 @@ def main() -> int:
             for key, g in s["grouping_signal"].items()
         }
         print(f"{s['arm']}: outcome-only advantage by grouping {json.dumps(signal)}")
+        for i, seed in enumerate(s.get("per_seed") or [s]):
+            if seed["credit_by_move"]:
+                credit = json.dumps(seed["credit_by_move"])
+                print(f"{s['arm']}: credit by kind of move, seed {i + 1}: {credit}")
     for line in verdicts:
         print(line)
     for c in comparisons:

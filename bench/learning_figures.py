@@ -6,6 +6,7 @@ Used by ``bench/learning.py``; rates come with their 95% Wilson interval (``serv
 from __future__ import annotations
 
 import argparse
+import random
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +15,9 @@ from typing import Any
 from transformers import AutoTokenizer
 
 from agents.client import BigWorldClient
-from agents.train.config import GROUP_KEYS
+from agents.train.config import GROUP_KEYS, TrainConfig
 from agents.train.data import episode_from_detail
-from agents.train.rewards import policy_advantages
+from agents.train.rewards import cap_uniform, policy_advantages
 from world.stats import wilson as wilson_interval
 
 VOTES = 3  # m: the first m judgments of a step count, as the trainer takes them
@@ -31,10 +32,13 @@ COLOURS = {
 }
 
 
-def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> dict[str, Any]:
+def inspect_steps(
+    admin: BigWorldClient, policy: Path, config: TrainConfig | None, episodes: int = 200
+) -> dict[str, Any]:
     """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
-    episodes, and the reward model's step accuracy per version: the share of its votes that
-    agree with the oracle's verdict on the step (:func:`progress`)."""
+    episodes, the reward model's step accuracy per version: the share of its votes that
+    agree with the oracle's verdict on the step (:func:`progress`), and where the arm's
+    trainer (``config``; None: the arm learns nothing) puts its credit (:func:`credit_by_move`)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
@@ -62,6 +66,7 @@ def inspect_steps(admin: BigWorldClient, policy: Path, episodes: int = 200) -> d
         "candidates": _percentiles(candidates),
         "reward_accuracy": {v: round(a / n, 3) for v, (a, n) in sorted(agree.items()) if n},
         "grouping_signal": grouping_signal(details),
+        "credit_by_move": credit_by_move(details, config) if config is not None else {},
     }
 
 
@@ -115,6 +120,90 @@ def turned_back(detail: dict[str, Any]) -> dict[str, int]:
             back += arrived == left
         left, place = place, arrived
     return {"back": back, "after_move": after_move}
+
+
+MOVE_KINDS = {
+    "winning": "the winning move, one move from the goal",
+    "missed": "one move from the goal, anything else",
+    "back_after_wrong": "straight back after a move the oracle calls bad",
+    "back_after_right": "straight back after a move the oracle calls good",
+    "toward": "any other step toward the goal",
+    "away": "any other step not toward it",
+}
+
+
+def move_kinds(detail: dict[str, Any]) -> dict[int, str]:
+    """Each judged step of an episode (:func:`_verdicts`) by one of :data:`MOVE_KINDS`: a move
+    straight back where the last move came from (as :func:`turned_back` reads it) by the
+    oracle's verdict on that last move, any other step by where it was taken and its verdict."""
+    verdicts = {step: (before, v) for step, before, v in _verdicts(detail)}
+    place = _place(detail.get("observation") or "", "You are in the ")
+    left, last = None, None  # the place the last move left, the verdict on that move
+    kinds = {}
+    for step in sorted(detail.get("steps") or (), key=lambda s: s["step"]):
+        arrived = _place(step["observation"], "You arrive at the ")
+        before, verdict = verdicts.get(step["step"], (None, None))
+        if verdict is not None:
+            if arrived is not None and arrived == left and last is not None:
+                kinds[step["step"]] = "back_after_right" if last > 0 else "back_after_wrong"
+            elif before == 1:
+                kinds[step["step"]] = "winning" if verdict > 0 else "missed"
+            else:
+                kinds[step["step"]] = "toward" if verdict > 0 else "away"
+        if arrived is None:  # not a move: the next move comes after something else
+            left = last = None
+        else:
+            left, place, last = place, arrived, verdict
+    return kinds
+
+
+def credit_by_move(
+    details: list[dict[str, Any]], config: TrainConfig, batch: int = 32
+) -> dict[str, Any]:
+    """Where the arm's trainer puts its credit, by kind of move (:func:`move_kinds`): over
+    consecutive batches of ``batch`` ended episodes (what an update sees), the advantages its
+    settings give (``config``: votes or not, grouping, ranked uniform groups and their cap),
+    recomputed here; per kind the samples, their mean advantage, the share above zero and
+    the sum, in all groups and in the ranked uniform ones. A policy gradient raises each
+    sampled move's probability by its advantage, so a kind's sum says which way it is pushed."""
+    episodes = [
+        (e, move_kinds(d))
+        for d in details
+        if (e := episode_from_detail(d, votes=VOTES, use_votes=config.uses_votes)) is not None
+    ]
+    kinds = {e.rollout.episode_id: k for e, k in episodes}
+    cells: dict[str, list[float]] = defaultdict(list)
+    rng = random.Random(config.seed)
+    for i in range(0, len(episodes), batch):
+        advantages, _ = policy_advantages(
+            [e.rollout for e, _ in episodes[i : i + batch]],
+            lam=config.lam,
+            m=config.votes,
+            integrated=config.uses_votes,
+            by=config.group_by,
+            min_group_size=config.min_group_size,
+            rank_uniform=config.ranks_uniform_groups,
+            per_episode=config.per_episode,
+            to_go=config.credit_to_go,
+        )
+        if config.uniform_share > 0:
+            advantages = cap_uniform(advantages, config.uniform_share, rng)
+        for a in advantages:
+            kind = kinds[a.episode_id].get(a.step)
+            if kind is not None:
+                cells[kind].append(a.advantage)
+                if a.uniform:
+                    cells[f"{kind}_uniform"].append(a.advantage)
+    return {
+        kind: {
+            "n": len(values),
+            "mean": round(sum(values) / len(values), 3),
+            "positive": round(sum(v > 0 for v in values) / len(values), 3),
+            "sum": round(sum(values), 1),
+        }
+        for kind in (*MOVE_KINDS, *(f"{k}_uniform" for k in MOVE_KINDS))
+        if (values := cells.get(kind))
+    }
 
 
 def _place(observation: str, opening: str) -> str | None:
@@ -240,6 +329,7 @@ def summarise(
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],
         "grouping_signal": result["grouping_signal"],
+        "credit_by_move": result["credit_by_move"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
     }
 
@@ -302,6 +392,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     *(f"last_{key}" for key in STEP_SHARES),
                     "per_distance",
                     "reward_accuracy",
+                    "credit_by_move",
                 )
             }
             for s in summaries

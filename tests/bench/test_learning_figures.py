@@ -7,9 +7,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from agents.train.config import TrainConfig
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))  # bench/ is no package
-from learning_figures import pool, summarise, toward_goal, turned_back  # noqa: E402
+from learning_figures import (  # noqa: E402
+    credit_by_move,
+    move_kinds,
+    pool,
+    summarise,
+    toward_goal,
+    turned_back,
+)
 
 
 def episode(start: int, after: list[int | None], success: bool = False) -> dict:
@@ -61,6 +70,7 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
             "versions": [],
             "flow": {},
             "grouping_signal": {},
+            "credit_by_move": {},
             **figures,
         }
 
@@ -93,3 +103,76 @@ def test_a_move_straight_back_where_the_last_move_came_from_is_counted() -> None
     )
     assert counts == {"back": 2, "after_move": 3}
     assert turned_back({"steps": []}) == {"back": 0, "after_move": 0}
+
+
+THERE = "You arrive at the {}. You see a floor 1."
+
+
+def walk(start: int, moves: list[tuple[str, int]], success: bool = False) -> dict:
+    """An ended episode from the square 1, each move (the place, its distance after), the
+    oracle's three votes on each step recorded as the judge would post them."""
+    steps, judgments, before = [], [], start
+    for i, (place, after) in enumerate(moves):
+        won = success and i == len(moves) - 1
+        steps.append(
+            {
+                "step": i + 1,
+                "distance": after,
+                "success": won,
+                "observation": THERE.format(place),
+                "prompt": "p",
+                "completion": "c",
+                "action": f"go to {place}",
+                "policy_version": "v1",
+            }
+        )
+        score = 1 if won or after < before else -1
+        judgments += [
+            {"step": i + 1, "vote": v, "score": score, "model_version": "oracle"} for v in range(3)
+        ]
+        before = after
+    return {
+        "id": len(moves) * 100 + start,
+        "status": "succeeded" if success else "failed",
+        "outcome": 1 if success else -1,
+        "task": {"id": "t", "family": "trail"},
+        "family": "trail",
+        "distance": start,
+        "observation": "You are in the square 1. It is a spring morning.",
+        "steps": steps,
+        "judgments": judgments,
+    }
+
+
+def test_moves_are_told_apart_by_where_they_went_and_what_the_last_move_was() -> None:
+    # square (2) -> road (3, wrong) -> square (back after wrong) -> tunnel (1, toward)
+    # -> square (back after right) -> tunnel (back after wrong) -> hall (winning)
+    moves = [("road", 3), ("square 1", 2), ("tunnel", 1), ("square 1", 2), ("tunnel", 1)]
+    kinds = move_kinds(walk(2, [*moves, ("hall", 0)], success=True))
+    assert kinds == {
+        1: "away",
+        2: "back_after_wrong",
+        3: "toward",
+        4: "back_after_right",
+        5: "back_after_wrong",
+        6: "winning",
+    }
+
+
+def test_ranked_failed_groups_credit_the_moves_the_votes_call_good() -> None:
+    # two failed walks from 2 moves away, one group: wrong then back, right then back
+    wrong_first = walk(2, [("road", 3), ("square 1", 2)])
+    right_first = walk(2, [("tunnel", 1), ("square 1", 2)])
+    details = [wrong_first, right_first | {"id": 7}]
+    voted = TrainConfig(mode="integrated_frozen_rm", rank_uniform_groups=True, group_by="distance")
+    credit = credit_by_move(details, voted)
+    assert {k: c["mean"] for k, c in credit.items() if not k.endswith("_uniform")} == {
+        "away": -1.0,
+        "back_after_wrong": 1.0,
+        "toward": 1.0,
+        "back_after_right": -1.0,
+    }
+    assert credit["back_after_wrong_uniform"]["n"] == 1
+    # outcome only, a group that all failed gives no sample; unranked, neither does it
+    assert credit_by_move(details, TrainConfig(mode="outcome_only")) == {}
+    assert credit_by_move(details, TrainConfig(mode="integrated_frozen_rm")) == {}
