@@ -52,6 +52,10 @@ class View:
         # the others named (and reachable by give), and how many more stand here
         self.others, crowd = world.crowd(avatar.place, avatar.id, self.rules.crowd_shown)
         self.unnamed = crowd - len(self.others)
+        named: dict[str, Avatar] = {}
+        for other in self.others:  # a give names the first of them by each name
+            named.setdefault(other.name.lower(), other)
+        self.receivers = list(named.values())
         self._indexes: dict[int, tuple[list[Thing], dict[str, Thing]]] = {}  # by id(pool)
         by_id = {t.id: t for t in self.things}
         self.receptacles = [t for t in self.things if t.kind == "receptacle"]
@@ -430,6 +434,10 @@ def _give(view: View, action: Action, apply: bool) -> str:
     if other is None:
         raise Rejected(f"nobody called {action.target!r} here")
     capacity = view.rules.avatar_capacity
+    if not apply:
+        # An admissible list checks a give to each receiver in turn: the first check reads
+        # what they all hold, in one statement (issue 38). An applied give reads its own.
+        view.world.gather_inventories([a.id for a in view.receivers])
     if len(view.world.inventory(other.id)) >= capacity:
         raise Rejected(f"{other.name}'s hands are full: they can carry {capacity} things")
     if apply:

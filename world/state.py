@@ -286,10 +286,19 @@ class World:
         return [found[i] for i in sorted(found)]
 
     def inventory(self, avatar_id: str) -> list[Thing]:
-        if avatar_id not in self._loaded_inventories:
-            self._adopt(self.backend.load_inventory(avatar_id))
-            self._loaded_inventories.add(avatar_id)
+        self.gather_inventories([avatar_id])
         return sorted((t for t in self._things.values() if t.holder == avatar_id), key=_by_id)
+
+    def gather_inventories(self, avatar_ids: Sequence[str]) -> None:
+        """Load what these avatars hold, with one read for all those not loaded yet (a step's
+        admissible list checks a give to each of the others beside its avatar)."""
+        unloaded = [a for a in dict.fromkeys(avatar_ids) if a not in self._loaded_inventories]
+        if not unloaded:
+            return
+        stored = self.backend.load_inventories(unloaded)
+        for avatar_id in unloaded:  # adopted in the order asked, as one read each would
+            self._adopt(stored[avatar_id])
+        self._loaded_inventories.update(unloaded)
 
     def thing(self, thing_id: int) -> Thing:
         if thing_id not in self._things:

@@ -11,6 +11,7 @@ import pytest
 from world import engine
 from world.actions import Action
 from world.engine import NOTHING, View
+from world.entities import Thing
 from world.rules import default_rules
 from world.state import MemoryBackend, World
 
@@ -419,6 +420,29 @@ def test_a_crowd_is_named_up_to_the_rule_and_counted_beyond_it(sim) -> None:
     assert gives == {f"give {mug.label} to bee{k:02d}" for k in range(shown)}
     rejected(sim, "a", f"give {mug.label} to bee{shown:02d}")  # here, but not named
     accepted(sim, "a", f"give {mug.label} to bee00")
+
+
+def test_the_give_checks_read_the_others_hands_together(sim, monkeypatch) -> None:
+    """An admissible list checks a give to each other named here: what they all hold is read
+    in one call of the backend (issue 38: a statement each before), the first of two that
+    share a name in lower case alone, as a give names it; full hands still refuse."""
+    sim.join("b", "Bob", KITCHEN)
+    sim.join("c", "Cy", KITCHEN)
+    sim.join("d", "bob", KITCHEN)  # "give ... to bob" names Bob, who comes first by id
+    for _ in range(6):
+        sim.spawn("coin", holder="c")
+    mug = sim.spawn("mug", holder="a")
+    asked: list[list[str]] = []
+    load = MemoryBackend.load_inventories
+
+    def counted(backend: MemoryBackend, avatars: list[str]) -> dict[str, list[Thing]]:
+        asked.append(list(avatars))
+        return load(backend, avatars)
+
+    monkeypatch.setattr(MemoryBackend, "load_inventories", counted)
+    gives = [a for a in sim.observe("a").admissible if a.startswith("give ")]
+    assert gives == [f"give {mug.label} to bob", f"give {mug.label} to bob"]  # Cy's are full
+    assert asked == [["a"], ["b", "c"]]  # Alice's own, then the receivers' together
 
 
 def test_give_impossible(sim) -> None:
