@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from agents.client import BigWorldClient
 from agents.train.config import GROUP_KEYS, TrainConfig
-from agents.train.data import episode_from_detail
+from agents.train.data import NotReady, episode_from_detail
 from agents.train.rewards import cap_uniform, policy_advantages
 from world.stats import wilson as wilson_interval
 
@@ -164,13 +164,16 @@ def credit_by_move(
     consecutive batches of ``batch`` ended episodes (what an update sees), the advantages its
     settings give (``config``: votes or not, grouping, ranked uniform groups and their cap),
     recomputed here; per kind the samples, their mean advantage, the share above zero and
-    the sum, in all groups and in the ranked uniform ones. A policy gradient raises each
+    the sum, in all groups and in the ranked uniform ones; episodes not yet judged are left out. A policy gradient raises each
     sampled move's probability by its advantage, so a kind's sum says which way it is pushed."""
-    episodes = [
-        (e, move_kinds(d))
-        for d in details
-        if (e := episode_from_detail(d, votes=VOTES, use_votes=config.uses_votes)) is not None
-    ]
+    episodes = []
+    for d in details:
+        try:
+            e = episode_from_detail(d, votes=VOTES, use_votes=config.uses_votes)
+        except NotReady:  # not yet judged when the arm ended: its trainer never saw it either
+            continue
+        if e is not None:
+            episodes.append((e, move_kinds(d)))
     kinds = {e.rollout.episode_id: k for e, k in episodes}
     cells: dict[str, list[float]] = defaultdict(list)
     rng = random.Random(config.seed)

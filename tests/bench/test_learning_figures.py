@@ -163,7 +163,8 @@ def test_ranked_failed_groups_credit_the_moves_the_votes_call_good() -> None:
     # two failed walks from 2 moves away, one group: wrong then back, right then back
     wrong_first = walk(2, [("road", 3), ("square 1", 2)])
     right_first = walk(2, [("tunnel", 1), ("square 1", 2)])
-    details = [wrong_first, right_first | {"id": 7}]
+    unjudged = walk(2, [("road", 3)]) | {"id": 8, "judgments": []}  # the arm ended first
+    details = [wrong_first, right_first | {"id": 7}, unjudged]
     voted = TrainConfig(mode="integrated_frozen_rm", rank_uniform_groups=True, group_by="distance")
     credit = credit_by_move(details, voted)
     assert {k: c["mean"] for k, c in credit.items() if not k.endswith("_uniform")} == {
