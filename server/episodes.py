@@ -292,7 +292,7 @@ def _step_transaction(
             return step_out(recorded)
         backend = runtime.backend(session, world_row)
         if read.around is not None and isinstance(backend, SqlBackend):
-            backend.read_around(episode.avatar_id, read.around, read.crowd)
+            backend.read_around(episode.avatar_id, read.around, read.crowd, read.contents)
         world = World(backend, runtime.rules)
         if _idle(runtime, episode, now):
             _abandon(runtime, session, world, episode, now)

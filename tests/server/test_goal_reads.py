@@ -1,8 +1,9 @@
 """What a goal check of a place or gather task reads from the store, on SQLite and PostgreSQL:
 the target receptacle's rows alone, in one statement, however many things lie around it in
 its place (issue 38: reading them all cost a tenth of a batched step's time in the writer);
-nothing where the transaction holds the place; and the verdict is the one that filtering the
-place's things gives, with things put in, taken out or consumed earlier in the transaction."""
+nothing where the transaction holds the place, nor in a step, which reads them with its
+episode; and the verdict is the one that filtering the place's things gives, with things put
+in, taken out or consumed earlier in the transaction."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import pytest
 from harness import on_driver
 from sqlalchemy.orm import Session
 
+from server import episodes
+from server.accounts import register_agent
+from server.credentials import Caller
 from server.runtime import Runtime
+from world.schemas import StepIn
 from world.state import ORIGIN, World
 from world.store import WorldRow
 from world.tasks import Task, goal_met
@@ -169,3 +174,51 @@ def test_a_goal_check_where_the_avatar_stands_reads_nothing_more(
             assert goal_met(world, task, "bo") and _verdict_from_the_whole_place(world, task)
 
     _in(runtime, step)
+
+
+def test_a_step_reads_its_goals_receptacle_with_its_episode(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step of a place or gather task, its avatar away from the receptacle, sends no read
+    of the receptacle's own: its episode's read brought its rows (records.read_step), and the
+    goal check judges from them as from the place's things."""
+
+    def join(session: Session, row: WorldRow) -> Caller:
+        agent, _token = register_agent(session, row, runtime.rules, "cy", "policy")
+        session.commit()
+        return Caller(agent.id, agent.name, agent.role, agent.avatar_id)
+
+    cy = runtime.world_transaction(join)  # Cy stands in the square, two rooms away
+
+    def countertop(world: World) -> int:
+        return next(t.id for t in world.things_at(KITCHEN) if t.label == "countertop 1")
+
+    receptacle = _in(runtime, countertop)
+
+    def apples(count: int) -> Callable[[World], None]:
+        def lay(world: World) -> None:
+            for thing in world.contents(world.thing(receptacle)):
+                world.remove(thing)
+            for _ in range(count):
+                world.create_thing("apple", place=KITCHEN, container=receptacle)
+            world.commit()
+
+        return lay
+
+    reads = Reads(monkeypatch)
+    _in(runtime, apples(1))
+    task = _tasks(receptacle)[0]  # pick two apples and place them (the gather's well is none)
+    begun = episodes.begin(runtime, cy, None, None, spec=task.spec())
+    for index, met in ((1, False), (2, True)):
+        if met:
+            _in(runtime, apples(2))  # as another's delivery would
+
+        def step(index: int = index) -> bool:
+            body = StepIn(step=index, action="look")
+            return episodes.step(runtime, cy, begun.episode_id, body).success
+
+        success, sent = reads.during(step)
+        assert success is met
+        alone = [sql for sql, _ in sent if sql.startswith("SELECT things.")]
+        assert not [sql for sql in alone if "things.container =" in sql], sent
+        assert sum(sql.startswith("SELECT episodes.") for sql, _ in sent) == 1

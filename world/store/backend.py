@@ -75,6 +75,9 @@ class SqlBackend:
         # An avatar's rows as read with its step's episode (records.read_step): what
         # load_avatar would read, until this backend's next save.
         self._around: dict[str, list[list[Any]]] = {}
+        # The rows of what lies in a receptacle (by place and receptacle), read with its step's
+        # episode where its task's goal looks into it; good until this backend's next save.
+        self._contents: dict[tuple[str, int], list[dict[str, Any]]] = {}
         # what the writer's transactions know of regions and places (world.store.known)
         self._known: Known | None = session.info.get(SESSION_KNOWN)
 
@@ -145,8 +148,9 @@ class SqlBackend:
 
     def load_contents(self, place: str, receptacle: int) -> list[Thing]:
         """One receptacle's things: from the place's rows where they were read with the avatar,
-        else those rows alone (a goal check's; the place's other things may be many)."""
-        rows = self._lying.get(place)
+        or the receptacle's where they were read with the step's episode, else those rows
+        alone (a goal check's; the place's other things may be many)."""
+        rows = self._lying.get(place, self._contents.get((place, receptacle)))
         if rows is None:
             rows = self._rows(ThingRow, "place", "container", place=place, container=receptacle)
         return [self._hand_thing(r) for r in rows if r["container"] == receptacle]
@@ -173,12 +177,17 @@ class SqlBackend:
         avatar: str,
         rows: list[list[Any]],
         crowd: tuple[int, list[dict[str, Any]]] | None = None,
+        contents: tuple[str, int, list[dict[str, Any]]] | None = None,
     ) -> None:
-        """``avatar``'s rows as :data:`AROUND_COLUMNS` gave them, and ``crowd``, (limit, rows)
-        as :func:`crowd_select` gave them for its place, read in this transaction with nothing
-        saved since (a step reads them with its episode): :meth:`load_avatar` and
-        :meth:`load_crowd` answer from them instead of reading them again."""
+        """``avatar``'s rows as :data:`AROUND_COLUMNS` gave them, ``crowd``, (limit, rows)
+        as :func:`crowd_select` gave them for its place, and ``contents``, (place, receptacle,
+        the rows of the things in it), read in this transaction with nothing saved since (a
+        step reads them with its episode): :meth:`load_avatar`, :meth:`load_crowd` and
+        :meth:`load_contents` answer from them instead of reading them again."""
         self._around[avatar] = rows
+        if contents is not None:
+            place, receptacle, inside = contents
+            self._contents[(place, receptacle)] = inside
         place = rows[0][_AVATAR_COLUMNS.index("place")]
         if crowd is not None and place is not None:
             limit, others = crowd
@@ -266,6 +275,7 @@ class SqlBackend:
         self._held.clear()
         self._lying.clear()
         self._around.clear()
+        self._contents.clear()
         if changes.regions:
             _upsert(s, RegionRow, ["rx", "ry"]).run(
                 s, [dataclasses.asdict(r) for r in changes.regions]

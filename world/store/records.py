@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Integer,
     Select,
@@ -281,6 +282,9 @@ class StepRead:
     # limit with the rows of the others standing with it (backend.crowd_select's)
     around: list[list[Any]] | None = None
     crowd: tuple[int, list[dict[str, Any]]] | None = None
+    # With them, where its task's goal looks into a receptacle (the task's params "place" and
+    # "receptacle"): that place, the receptacle's id and the rows of the things inside it
+    contents: tuple[str, int, list[dict[str, Any]]] | None = None
 
 
 _TASKS = Base.metadata.tables["tasks"]
@@ -303,10 +307,13 @@ def _nulls(columns: Sequence[Any]) -> list[Any]:
 
 
 # The same, and in the same statement what a step's world reads first (a round trip less each,
-# issue 38): the episode's avatar as SqlBackend.load_avatar reads it, and the first others
-# standing with it as its load_crowd does (``crowd_limit`` of them). The step's row comes with
-# nulls for the rest, the avatar's rows (none where it is not stored) with nulls for the step's
-# columns and the crowd's, and the crowd's rows with their count and rank by id.
+# issue 38): the episode's avatar as SqlBackend.load_avatar reads it, the first others
+# standing with it as its load_crowd does (``crowd_limit`` of them), and what lies in the
+# receptacle its task's goal looks into as its load_contents does (the place families' and
+# gather's params "place" and "receptacle"; no rows for a task without them). The step's row
+# comes with nulls for the rest, the avatar's rows (none where it is not stored) with nulls
+# for the step's columns and the crowd's, the crowd's rows with their count and rank by id,
+# and the receptacle's things with nulls but for the thing's columns.
 _RANK = Column("rank", Integer)
 _MORE = (CROWD, _RANK)
 _AVATAR_OF = (
@@ -323,6 +330,11 @@ _CROWD = (
     .add_columns(func.row_number().over(order_by=_AVATARS.c.id).label(_RANK.name))
     .subquery()
 )
+_THINGS = Base.metadata.tables["things"]
+_GOAL_PLACE, _GOAL_RECEPTACLE = "place", "receptacle"  # the params a goal looks into
+_INSIDE = (_THINGS.c.place == _TASKS.c.params[_GOAL_PLACE].as_string()) & (
+    _THINGS.c.container == cast(_TASKS.c.params[_GOAL_RECEPTACLE].as_string(), BigInteger)
+)
 _STEP_AND_AVATAR_READ = Statement(
     union_all(
         _STEP_READ_SELECT.add_columns(*_nulls([*AROUND_COLUMNS, *_MORE])),
@@ -335,6 +347,11 @@ _STEP_AND_AVATAR_READ = Statement(
             *_nulls(AROUND_COLUMNS[len(AVATAR_COLUMNS) :]),
             *(_CROWD.c[c.name] for c in _MORE),
         ),
+        select(*_nulls([*_READ_COLUMNS, *AVATAR_COLUMNS]), *_THINGS.columns, *_nulls(_MORE))
+        .select_from(
+            _EPISODES.join(_TASKS, _TASKS.c.id == _EPISODES.c.task_id).join(_THINGS, _INSIDE)
+        )
+        .where(_EPISODES.c.id == bindparam("episode_id")),
     ),
     [*_READ_COLUMNS, *AROUND_COLUMNS, *_MORE],
 )
@@ -344,8 +361,9 @@ def read_step(
     *, session: Session, episode_id: int, step: int, crowd: int | None = None
 ) -> StepRead | None:
     """Episode ``episode_id`` with its task and its recorded step ``step`` (None if no such
-    episode); with ``crowd``, in the same statement, its avatar's rows and the first
-    ``crowd`` others standing with it (:attr:`StepRead.around`, :attr:`StepRead.crowd`)."""
+    episode); with ``crowd``, in the same statement, its avatar's rows, the first ``crowd``
+    others standing with it and what lies in the receptacle its task's goal looks into
+    (:attr:`StepRead.around`, :attr:`StepRead.crowd`, :attr:`StepRead.contents`)."""
     if crowd is None:
         found = _STEP_READ.lists(session.connection(), {"episode_id": episode_id, "step": step})
     else:
@@ -366,16 +384,29 @@ def read_step(
         TaskRow(**task),
         StepRow(**recorded) if recorded["step"] is not None else None,
     )
-    avatar = [v[around_from:more_from] for v in found if v[0] is None and v[more_from] is None]
+    crowd_to = around_from + len(AVATAR_COLUMNS)
+    # after the episode's row: the avatar's rows (its id), the crowd's (their count), the
+    # receptacle's things (neither)
+    rest = [v for v in found if v[0] is None]
+    mine = (v for v in rest if v[around_from] is not None and v[more_from] is None)
+    avatar = [v[around_from:more_from] for v in mine]
     if crowd is None or not avatar:
         return read
     names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
-    crowd_to = around_from + len(AVATAR_COLUMNS)
-    ranked = sorted((v for v in found if v[more_from] is not None), key=lambda v: v[-1])
+    ranked = sorted((v for v in rest if v[more_from] is not None), key=lambda v: v[-1])
     others = [
         dict(zip(names, [*v[around_from:crowd_to], v[more_from]], strict=True)) for v in ranked
     ]
-    return dataclasses.replace(read, around=avatar, crowd=(crowd, others))
+    read = dataclasses.replace(read, around=avatar, crowd=(crowd, others))
+    place, receptacle = read.task.params.get(_GOAL_PLACE), read.task.params.get(_GOAL_RECEPTACLE)
+    if place is None or receptacle is None:
+        return read
+    inside = [
+        dict(zip(_THINGS.columns.keys(), v[crowd_to:more_from], strict=True))
+        for v in rest
+        if v[around_from] is None
+    ]
+    return dataclasses.replace(read, contents=(place, receptacle, inside))
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
