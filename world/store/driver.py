@@ -142,9 +142,17 @@ def send_savepoints(dialect: Dialect) -> None:
     on the driver's cursor: the writer runs each transaction of a batch in a savepoint of its
     own, and through ``Connection.execute`` taking and releasing it cost about a tenth of a
     batched step's time in the writer (docs/benchmarks/fleet.md). The same SQL is sent, and
-    errors are raised as before."""
+    errors are raised as before.
+
+    On PostgreSQL a savepoint is left open where SQLAlchemy would release it (a round trip
+    less a transaction, issue 38): the next one opens inside it, and the batch's COMMIT commits
+    them all, as releasing each would have. Isolation is kept: a transaction that fails rolls
+    back to its own savepoint, the innermost, and what ran before it lies outside; a savepoint
+    is rolled back only by its own transaction, before the next one opens, so nothing rolls
+    back the locks a later transaction takes inside it (``world.store.regions``)."""
     for method, verb in _SAVEPOINT_VERBS.items():
-        setattr(dialect, method, _savepoint_sender(verb))
+        left = dialect.name == "postgresql" and verb == "RELEASE SAVEPOINT"
+        setattr(dialect, method, _left_open if left else _savepoint_sender(verb))
 
 
 _SAVEPOINT_VERBS = {
@@ -159,6 +167,10 @@ def _savepoint_sender(verb: str) -> Callable[[Connection, str], None]:
         _run(conn, _Compiled(f"{verb} {name}", False, (), ()), (), many=False)
 
     return send
+
+
+def _left_open(_conn: Connection, _name: str) -> None:
+    """A release that sends nothing (PostgreSQL, :func:`send_savepoints`)."""
 
 
 def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> Sequence[Any]:

@@ -5,7 +5,9 @@ SQLite keeps its single writer (``BEGIN IMMEDIATE``) and none of this applies th
 PostgreSQL every lock is a transaction-level advisory lock, and the writer takes a
 transaction's locks on the batch's connection *before* opening the transaction's savepoint:
 PostgreSQL releases advisory and row locks taken inside a savepoint when that savepoint is
-rolled back, and a batch must keep the locks of the transactions it keeps.
+rolled back, and a batch must keep the locks of the transactions it keeps. (They are taken
+inside the savepoints of the batch's earlier transactions, left open, which nothing rolls back
+once their own transaction has ended: ``driver.send_savepoints``.)
 
 The locks, in the one order every transaction takes them (so no two wait on each other in a
 circle): the world (shared by a transaction scoped to an avatar, exclusive by any other), the

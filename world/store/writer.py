@@ -9,7 +9,8 @@ each function in a SAVEPOINT of its own with a session of its own, commits once,
 answers each caller. On SQLite with ``synchronous=FULL`` the batch shares one fsync instead of
 queueing for one each; on PostgreSQL one WAL flush.
 
-- A function keeps its work with ``session.commit()`` (which releases its savepoint; the
+- A function keeps its work with ``session.commit()`` (which releases its savepoint, or on
+  PostgreSQL leaves it open for the next to open inside: ``driver.send_savepoints``; the
   batch's commit makes it durable) and drops it by raising or by returning without
   committing: only its own savepoint is rolled back, the rest of the batch commits.
 - Functions run one after another in submission order, each seeing the world row as the
