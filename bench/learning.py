@@ -584,7 +584,8 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each arm's last window against the one below it (run from the same starts, for the same
     wall time): an ``ARM@exact`` arm against ``ARM``, each arm with step votes against
-    ``outcome_only``, and ``outcome_only`` against ``frozen``. The difference of success rates
+    ``outcome_only`` (``frozen`` where the run has no ``outcome_only``), and ``outcome_only``
+    against ``frozen``. The difference of success rates
     with its 95% interval (Newcombe's, unpaired, over every seed's window), and what it says:
     better or worse where the interval excludes 0; with several seeds, also each seed's own
     difference."""
@@ -595,7 +596,7 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if grouping == EXACT:
             base = arm
         elif ARMS[arm][0] in VOTED:
-            base = "outcome_only"
+            base = "outcome_only" if "outcome_only" in by_arm else "frozen"
         elif arm == "outcome_only":
             base = "frozen"
         else:

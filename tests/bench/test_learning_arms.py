@@ -24,8 +24,8 @@ def test_every_arm_has_a_colour() -> None:
 
 
 def test_each_arm_is_compared_with_the_one_below_it() -> None:
-    """Outcome-only against the same weights frozen, a voted arm against outcome-only, an
-    exact-group arm against its arm; the difference with its 95% interval and its reading."""
+    """Outcome-only against the same weights frozen, a voted arm against outcome-only (or the
+    frozen arm where outcome-only did not run), an exact-group arm against its arm; the difference with its 95% interval and its reading."""
     from learning import compare
 
     def arm(name: str, wins: int) -> dict:
@@ -42,6 +42,10 @@ def test_each_arm_is_compared_with_the_one_below_it() -> None:
         ("outcome_only@exact", "outcome_only", "worse")
     ]
     assert compare([arm("frozen", 6)]) == []
+    alone = compare([arm("frozen", 6), arm("integrated_oracle", 32)])  # no outcome-only arm
+    assert [(r["arm"], r["base"], r["says"]) for r in alone] == [
+        ("integrated_oracle", "frozen", "better")
+    ]
 
 
 def test_the_comparison_reads_the_difference_standardised_to_both_arms_mix_of_starts() -> None:
