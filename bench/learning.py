@@ -55,7 +55,9 @@ against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
 plan distance) in the first and second half, and for each way of grouping rollouts how often
 the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
-gives the cleaner signal; ``ARM@KEY`` arms show which learns faster). On the go_to rung it
+gives the cleaner signal; ``ARM@KEY`` arms show which learns faster), and for each trained
+arm where its trainer's settings put their credit, by kind of move (the winning move, moves
+straight back after a wrong or a right move, others toward the goal or not). On the go_to rung it
 checks the bar: the trained arm's last ``--window`` episodes reach the frozen arm's rate + 0.25
 and twice its own first.
 Writes ``learning.json`` (with the headline of the README's results table) and
