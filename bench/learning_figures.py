@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from agents.client import BigWorldClient
 from agents.train.config import GROUP_KEYS, TrainConfig
 from agents.train.data import NotReady, episode_from_detail
-from agents.train.rewards import cap_uniform, policy_advantages
+from agents.train.rewards import configured_advantages, policy_advantages
 from world.stats import wilson as wilson_interval
 
 VOTES = 3  # m: the first m judgments of a step count, as the trainer takes them
@@ -178,19 +178,8 @@ def credit_by_move(
     cells: dict[str, list[float]] = defaultdict(list)
     rng = random.Random(config.seed)
     for i in range(0, len(episodes), batch):
-        advantages, _ = policy_advantages(
-            [e.rollout for e, _ in episodes[i : i + batch]],
-            lam=config.lam,
-            m=config.votes,
-            integrated=config.uses_votes,
-            by=config.group_by,
-            min_group_size=config.min_group_size,
-            rank_uniform=config.ranks_uniform_groups,
-            per_episode=config.per_episode,
-            to_go=config.credit_to_go,
-        )
-        if config.uniform_share > 0:
-            advantages = cap_uniform(advantages, config.uniform_share, rng)
+        rollouts = [e.rollout for e, _ in episodes[i : i + batch]]
+        advantages, _ = configured_advantages(rollouts, config, rng)
         for a in advantages:
             kind = kinds[a.episode_id].get(a.step)
             if kind is not None:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
-from agents.train.config import GROUP_KEYS
+from agents.train.config import GROUP_KEYS, TrainConfig
 
 EPS = 1e-6
 
@@ -214,6 +214,28 @@ def cap_uniform(advantages: list[Advantage], share: float, rng: random.Random) -
         return advantages
     dropped = set(uniform) - set(rng.sample(uniform, allowed))
     return [a for i, a in enumerate(advantages) if i not in dropped]
+
+
+def configured_advantages(
+    rollouts: Iterable[Rollout], config: TrainConfig, rng: random.Random
+) -> tuple[list[Advantage], Tally]:
+    """The policy's advantages as ``config`` asks for them (:func:`policy_advantages` with its
+    knobs, then :func:`cap_uniform` where it caps ranked uniform groups): what an update of
+    the trainer trains on, before it draws at most ``max_samples`` of them."""
+    advantages, tally = policy_advantages(
+        rollouts,
+        lam=config.lam,
+        m=config.votes,
+        integrated=config.uses_votes,
+        by=config.group_by,
+        min_group_size=config.min_group_size,
+        rank_uniform=config.ranks_uniform_groups,
+        per_episode=config.per_episode,
+        to_go=config.credit_to_go,
+    )
+    if config.uniform_share > 0:
+        advantages = cap_uniform(advantages, config.uniform_share, rng)
+    return advantages, tally
 
 
 def reward_model_advantages(

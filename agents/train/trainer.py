@@ -48,9 +48,8 @@ from agents.train.learner import (
     rank_cross_entropy,
 )
 from agents.train.rewards import (
-    cap_uniform,
+    configured_advantages,
     group_rollouts,
-    policy_advantages,
     reward_model_advantages,
 )
 
@@ -305,20 +304,8 @@ class Trainer:
         self.feed.dropped += dead
         by_id = {e.rollout.episode_id: e for e in episodes}
         rollouts = [e.rollout for e in episodes]
-        advantages, tally = policy_advantages(
-            rollouts,
-            lam=cfg.lam,
-            m=cfg.votes,
-            integrated=cfg.uses_votes,
-            by=cfg.group_by,
-            min_group_size=cfg.min_group_size,
-            rank_uniform=cfg.ranks_uniform_groups,
-            per_episode=cfg.per_episode,
-            to_go=cfg.credit_to_go,
-        )
         rng = random.Random(cfg.seed + self.state.iteration)
-        if cfg.uniform_share > 0:
-            advantages = cap_uniform(advantages, cfg.uniform_share, rng)
+        advantages, tally = configured_advantages(rollouts, cfg, rng)
         if len(advantages) < cfg.min_samples:
             return None
         if cfg.max_samples and len(advantages) > cfg.max_samples:

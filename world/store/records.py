@@ -397,16 +397,17 @@ def read_step(
     others = [
         dict(zip(names, [*v[around_from:crowd_to], v[more_from]], strict=True)) for v in ranked
     ]
-    read = dataclasses.replace(read, around=avatar, crowd=(crowd, others))
     place, receptacle = read.task.params.get(_GOAL_PLACE), read.task.params.get(_GOAL_RECEPTACLE)
-    if place is None or receptacle is None:
-        return read
-    inside = [
-        dict(zip(_THINGS.columns.keys(), v[crowd_to:more_from], strict=True))
-        for v in rest
-        if v[around_from] is None
-    ]
-    return dataclasses.replace(read, contents=(place, receptacle, inside))
+    contents = None
+    if place is not None and receptacle is not None:
+        things = _THINGS.columns.keys()
+        inside = [
+            dict(zip(things, v[crowd_to:more_from], strict=True))
+            for v in rest
+            if v[around_from] is None
+        ]
+        contents = (place, receptacle, inside)
+    return dataclasses.replace(read, around=avatar, crowd=(crowd, others), contents=contents)
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
