@@ -81,7 +81,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +136,7 @@ from agents.train.learner import (  # noqa: E402
 from agents.train.trainer import Trainer  # noqa: E402
 from world.stats import standardised_difference, unpaired_difference  # noqa: E402
 
+FAR = 3  # a start this many moves from the goal or more is among a hops-4 rung's hardest
 ARMS = {  # arm → (trainer mode, None: no trainer; the forge on)
     "frozen": (None, False),
     "outcome_only": ("outcome_only", False),
@@ -529,6 +530,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             thread.join(timeout=120)
         backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
         inspected = inspect_steps(admin, start.policy, config)
+        forged = forge_figures(admin) if forge else None
     finally:
         for stop in stops:  # an arm that failed must not leave its players stepping
             stop.set()
@@ -553,8 +555,20 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "updates": trainer.history if trainer is not None else [],
         "versions": sorted({r["version"] for r in played.rows}),
         "flow": flow,
+        "forged": forged,
         **inspected,
     }
+
+
+def forge_figures(admin: BigWorldClient) -> dict[str, Any]:
+    """What the forge did in an arm: its decisions counted by kind and verdict, and every
+    pool task's origin (sampled, probe, easier, harder) with its plan length when admitted."""
+    decisions = Counter(f"{d['kind']} {d['verdict']}" for d in admin.decisions())
+    tasks = {
+        t["id"]: {"origin": t["origin"], "status": t["status"], "difficulty": t["difficulty"]}
+        for t in admin.tasks()
+    }
+    return {"decisions": dict(sorted(decisions.items())), "tasks": tasks}
 
 
 def _end_with_parent(server: LiveServer) -> None:
@@ -585,9 +599,10 @@ def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, di
 
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each arm's last window against the one below it (run from the same starts, for the same
-    wall time): an ``ARM@exact`` arm against ``ARM``, each arm with step votes against
-    ``outcome_only`` (``frozen`` where the run has no ``outcome_only``), and ``outcome_only``
-    against ``frozen``. The difference of success rates
+    wall time): an ``ARM@exact`` arm against ``ARM``, the forge's arm against
+    ``integrated_rm`` (the same loop on a fixed pool) where the run has it, each arm with step
+    votes against ``outcome_only`` (``frozen`` where the run has no ``outcome_only``), and
+    ``outcome_only`` against ``frozen``. The difference of success rates
     with its 95% interval (Newcombe's, unpaired, over every seed's window), and what it says:
     better or worse where the interval excludes 0; with several seeds, also each seed's own
     difference."""
@@ -597,6 +612,8 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         arm, _, grouping = s["arm"].partition("@")
         if grouping == EXACT:
             base = arm
+        elif ARMS[arm][1] and "integrated_rm" in by_arm:
+            base = "integrated_rm"
         elif ARMS[arm][0] in VOTED:
             base = "outcome_only" if "outcome_only" in by_arm else "frozen"
         elif arm == "outcome_only":
@@ -640,6 +657,10 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 round(m.low, 4),
                 round(m.high, 4),
             ]
+        far = [_far(_last_by_distance(x)) for x in (s, other)]
+        if far[0][1] and far[1][1]:  # a reading: the starts FAR moves or more from the goal
+            f = unpaired_difference(*far[0], *far[1])
+            row["far_difference"] = [round(f.estimate, 4), round(f.low, 4), round(f.high, 4)]
         if "per_seed" in s and "per_seed" in other:
             row["per_seed"] = [
                 round(x["last_window"]["rate"] - y["last_window"]["rate"], 4)
@@ -662,6 +683,12 @@ def _last_by_distance(summary: dict[str, Any]) -> dict[object, tuple[int, int]]:
                 had = counts.get(distance, (0, 0))
                 counts[distance] = (had[0] + wins, had[1] + n)
     return counts
+
+
+def _far(counts: dict[object, tuple[int, int]]) -> tuple[int, int]:
+    """(successes, episodes) of the starts at least FAR moves from the goal."""
+    far = [c for d, c in counts.items() if int(str(d)) >= FAR]
+    return sum(w for w, _ in far), sum(n for _, n in far)
 
 
 def _line(rows: list[dict[str, Any]]) -> str:
@@ -874,6 +901,8 @@ def main() -> int:
             )
         if s["flow"]:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
+        if s["forge"]:
+            print(f"{s['arm']}: the forge {json.dumps(s['forge'])}")
         if s["reward_accuracy"]:
             print(f"{s['arm']}: reward model's step accuracy by version {s['reward_accuracy']}")
         signal = {
@@ -895,6 +924,10 @@ def main() -> int:
         if "standardised_difference" in c:
             seeds += "; standardised to both arms' mix of start distances: {:+.3f} [{:+.3f}, {:+.3f}]".format(
                 *c["standardised_difference"]
+            )
+        if "far_difference" in c:
+            seeds += "; starts {} or more moves away: {:+.3f} [{:+.3f}, {:+.3f}]".format(
+                FAR, *c["far_difference"]
             )
         print(
             f"{c['arm']} - {c['base']}: last window {c['difference']:+.3f} "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -297,6 +297,18 @@ def summarise(
             at = [r for r in part if r.get("distance") == d]
             per_distance[str(d)][name] = f"{sum(r['success'] for r in at)}/{len(at)}"
     last = result["updates"][-1] if result["updates"] else {}
+    forged = result.get("forged")
+    if forged is not None:  # the forge on: where the windows' tasks came from, and its decisions
+        forged = {"decisions": forged["decisions"]} | {
+            f"{name}_origins": dict(
+                sorted(
+                    Counter(
+                        forged["tasks"].get(r["task"], {}).get("origin", "unlisted") for r in part
+                    ).items()
+                )
+            )
+            for name, part in (("first_window", rows[:window]), ("last_window", rows[-window:]))
+        }
     return {
         "arm": result["arm"],
         "episodes": len(rows),
@@ -317,6 +329,7 @@ def summarise(
         "updates": len(result["updates"]),
         "versions_played": result["versions"],
         "flow": result["flow"],
+        "forge": forged,
         "prompt_tokens": result["prompt_tokens"],
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],

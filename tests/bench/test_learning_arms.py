@@ -25,7 +25,9 @@ def test_every_arm_has_a_colour() -> None:
 
 def test_each_arm_is_compared_with_the_one_below_it() -> None:
     """Outcome-only against the same weights frozen, a voted arm against outcome-only (or the
-    frozen arm where outcome-only did not run), an exact-group arm against its arm; the difference with its 95% interval and its reading."""
+    frozen arm where outcome-only did not run), the forge's arm against the same loop without
+    it, an exact-group arm against its arm; the difference with its 95% interval and its
+    reading."""
     from learning import compare
 
     def arm(name: str, wins: int) -> dict:
@@ -46,6 +48,16 @@ def test_each_arm_is_compared_with_the_one_below_it() -> None:
     assert [(r["arm"], r["base"], r["says"]) for r in alone] == [
         ("integrated_oracle", "frozen", "better")
     ]
+    # the forge against the same loop on a fixed pool, else against outcome-only
+    forged = compare(
+        [arm("outcome_only", 30), arm("integrated_rm", 30), arm("integrated_rm_forge", 50)]
+    )
+    assert [(r["arm"], r["base"], r["says"]) for r in forged] == [
+        ("integrated_rm", "outcome_only", "no difference shown"),
+        ("integrated_rm_forge", "integrated_rm", "better"),
+    ]
+    (lone,) = compare([arm("outcome_only", 30), arm("integrated_rm_forge", 30)])
+    assert lone["base"] == "outcome_only"
 
 
 def test_the_comparison_reads_the_difference_standardised_to_both_arms_mix_of_starts() -> None:
@@ -71,3 +83,28 @@ def test_the_comparison_reads_the_difference_standardised_to_both_arms_mix_of_st
     assert row["low"] > 0  # plainly better: 60 of 400 against 16 of 400
     estimate, low, high = row["standardised_difference"]
     assert estimate == 0.0 and low < 0 < high
+
+
+def test_the_comparison_reads_the_difference_on_the_farthest_starts() -> None:
+    """The hardest starts (three moves or more) read on their own: an arm that finishes more of
+    them than the other, and as many of the near ones."""
+    from learning import compare
+
+    def arm(name: str, counts: dict[str, str]) -> dict:
+        wins = sum(int(c.split("/")[0]) for c in counts.values())
+        n = sum(int(c.split("/")[1]) for c in counts.values())
+        per_distance = {k: {"last_window": c} for k, c in counts.items()}
+        return {
+            "arm": name,
+            "last_window": {"rate": wins / n, "n": n},
+            "per_distance": per_distance,
+        }
+
+    (row,) = compare(
+        [
+            arm("integrated_rm", {"1": "50/100", "3": "0/100", "4": "0/100", "5": "0/10"}),
+            arm("integrated_rm_forge", {"1": "50/100", "3": "15/100", "4": "5/100", "5": "0/10"}),
+        ]
+    )
+    estimate, low, _ = row["far_difference"]
+    assert estimate == round(20 / 210, 4) and low > 0
