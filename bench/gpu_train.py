@@ -12,7 +12,8 @@ For a machine with a CUDA GPU and the ``vllm`` extra installed (no network neede
    updates, in one of the learning bench's arms (``--arm``, ``bench/learning.py``):
    outcome-only by default; ``integrated_oracle`` adds step votes from the oracle (a judge
    without noise), ``integrated`` from a reward model of the same size (transformers on the
-   GPU, frozen), ``integrated_rm`` trains that reward model too. Each update saves a version
+   GPU, frozen), ``integrated_rm`` trains that reward model too, ``integrated_rm_forge``
+   also turns the forge's cycles on (off in every other arm). Each update saves a version
    (safetensors), registers it, and the agents' engine reloads it in place (vLLM's worker
    ``load_weights``, no restart);
 5. reports tokens/s of rollouts (tokens the engine processed per second inside it) and of
@@ -90,7 +91,7 @@ def main() -> int:
     parser.add_argument("--decode", choices=("rank", "generate"), default="rank")
     parser.add_argument(
         "--arm",
-        choices=[arm for arm, (mode, forge) in ARMS.items() if mode and not forge],
+        choices=[arm for arm, (mode, _) in ARMS.items() if mode],
         default="outcome_only",
         help="what the trainer learns from (bench/learning.py's arms)",
     )
@@ -128,6 +129,7 @@ def main() -> int:
                 "BIGWORLD_SEED": str(args.seed),
                 "BIGWORLD_LOG_LEVEL": "warning",
                 "BIGWORLD_RECORD_DISTANCE": "true",  # the oracle's votes are read from it
+                "BIGWORLD_FORGE_ENABLED": str(ARMS[args.arm][1]).lower(),
             },
         )
         try:
