@@ -73,6 +73,15 @@ def settle(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> bool:
 # at the tick its drivers last changed, and those drivers) and is always recomputed from it. A
 # rule that changes the value or a driver (gathering, a fridge, cooling, heating) did so at the
 # tick of the last settle, ``thing.tick``; the next settle notices and re-anchors there.
+#
+# An anchor stays where it is while its value reaches its bound and stays there (a food rotten at
+# 0, a resource regrown to its stock), so the sum from it would cover every season and version
+# since, however old the world, each time the thing is loaded (issue 38: a fleet's steps settled
+# the things where they stood, and settling grew from 3% of the server's time in its first minute
+# to 12% in its ninth). The sums stop where the bound is reached: their terms are never negative
+# while no version's rates are (the forge keeps them at or above ``rate_min``; a version that is
+# negative keeps the whole sum), and a float sum of such terms never decreases, so the clamped
+# value is the one the whole sum gives, to the bit.
 
 
 def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> None:
@@ -94,13 +103,16 @@ def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> Non
             attrs["fresh_chilled"] = chilled
             attrs["fresh_cold_until"] = cold_until if cold_until is not None else thing.tick
         anchor_tick, cold_end = thing.count("fresh_tick"), thing.count("fresh_cold_until")
-        loss = 0.0
+        base, loss = thing.number("fresh_base"), 0.0
+        spoils_only = _spoils_only(meta)
         for lo, hi, version, _season in segments(meta, anchor_tick, now):
             cold_ticks = hi - lo if chilled else max(0, min(hi, cold_end) - lo)
             warm_ticks = (hi - lo) - cold_ticks
             rate = FRESH / spoil_ticks * version.spoil_rate
             loss += rate * (warm_ticks + cold_ticks * version.cold_spoil_factor)
-        attrs["fresh"] = attrs["fresh_last"] = round(max(0.0, thing.number("fresh_base") - loss), 3)
+            if spoils_only and loss >= base:  # rotten: what is left of the sum adds nothing
+                break
+        attrs["fresh"] = attrs["fresh_last"] = round(max(0.0, base - loss), 3)
     if attrs.get("temp") in (HOT, COLD) and now >= temp_until:
         attrs["temp"] = ROOM
         attrs.pop("temp_until", None)
@@ -114,10 +126,23 @@ def _settle_resource(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> N
         attrs["stock_tick"], attrs["stock_base"] = thing.tick, stock
     base = thing.number("stock_base")
     if base < spec.stock:
+        regrows_only = _regrows_only(meta)
         for lo, hi, version, season in segments(meta, thing.count("stock_tick"), now):
             if season not in spec.dormant_seasons:
                 base += (hi - lo) * version.regrow_rate / spec.regrow_ticks
+                if regrows_only and base >= spec.stock:  # full: the rest would not show
+                    break
     attrs["stock"] = attrs["stock_last"] = round(min(float(spec.stock), base), 3)
+
+
+def _spoils_only(meta: WorldMeta) -> bool:
+    """Whether no version in ``meta`` gives freshness back (no segment's loss is negative)."""
+    return all(v.spoil_rate >= 0 and v.cold_spoil_factor >= 0 for v in meta.versions)
+
+
+def _regrows_only(meta: WorldMeta) -> bool:
+    """Whether no version in ``meta`` takes stock away (no segment's regrowth is negative)."""
+    return all(v.regrow_rate >= 0 for v in meta.versions)
 
 
 def temperature_until(version: RulesVersion, now: int) -> int:
