@@ -365,7 +365,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     updates added up, each rate and each bucket of the curve over the seeds' episodes together
     (a window is each seed's window), and the per-seed figures beside them. The figures kept
     whole from one seed (per family, per start distance, the last update, the flow, the
-    grouping signal) are the first seed's. One seed's own."""
+    grouping signal, the forge's figures) are the first seed's. One seed's own."""
     if len(summaries) == 1:
         return summaries[0]
 
@@ -398,6 +398,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     "per_distance",
                     "reward_accuracy",
                     "credit_by_move",
+                    "forge",
                 )
             }
             for s in summaries
