@@ -562,13 +562,10 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
 
 def forge_figures(admin: BigWorldClient) -> dict[str, Any]:
     """What the forge did in an arm: its decisions counted by kind and verdict, and every
-    pool task's origin (sampled, probe, easier, harder) with its plan length when admitted."""
+    pool task's origin (sampled, probe, easier, harder)."""
     decisions = Counter(f"{d['kind']} {d['verdict']}" for d in admin.decisions())
-    tasks = {
-        t["id"]: {"origin": t["origin"], "status": t["status"], "difficulty": t["difficulty"]}
-        for t in admin.tasks()
-    }
-    return {"decisions": dict(sorted(decisions.items())), "tasks": tasks}
+    origins = {t["id"]: t["origin"] for t in admin.tasks()}
+    return {"decisions": dict(sorted(decisions.items())), "origins": origins}
 
 
 def _end_with_parent(server: LiveServer) -> None:

@@ -297,15 +297,12 @@ def summarise(
             at = [r for r in part if r.get("distance") == d]
             per_distance[str(d)][name] = f"{sum(r['success'] for r in at)}/{len(at)}"
     last = result["updates"][-1] if result["updates"] else {}
-    forged = result.get("forged")
-    if forged is not None:  # the forge on: where the windows' tasks came from, and its decisions
-        forged = {"decisions": forged["decisions"]} | {
+    forge = None  # the forge on: its decisions, and where the windows' tasks came from
+    if (forged := result.get("forged")) is not None:
+        origin = forged["origins"]
+        forge = {"decisions": forged["decisions"]} | {
             f"{name}_origins": dict(
-                sorted(
-                    Counter(
-                        forged["tasks"].get(r["task"], {}).get("origin", "unlisted") for r in part
-                    ).items()
-                )
+                sorted(Counter(origin.get(r["task"], "unlisted") for r in part).items())
             )
             for name, part in (("first_window", rows[:window]), ("last_window", rows[-window:]))
         }
@@ -329,7 +326,7 @@ def summarise(
         "updates": len(result["updates"]),
         "versions_played": result["versions"],
         "flow": result["flow"],
-        "forge": forged,
+        "forge": forge,
         "prompt_tokens": result["prompt_tokens"],
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],
