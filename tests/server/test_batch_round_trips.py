@@ -18,7 +18,8 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from world.state import World
-from world.store import SqlBackend, driver, make_engine, records
+from world.store import SqlBackend, backend, driver, make_engine, records
+from world.store.driver import Statement
 from world.store.known import Batch
 from world.store.models import EpisodeRow, EventRow, StepRow
 
@@ -125,6 +126,19 @@ def test_a_batch_of_64_steps_sends_a_bounded_number_of_statements(
             assert _of(counted, "INSERT INTO steps") == 0
             # and leaves each step's savepoint open, the next opening inside it
             assert _of(counted, "RELEASE SAVEPOINT") == 0
+            # The batch's log goes in one INSERT a table, its rows as arrays, not one a row
+            assert (
+                _of(
+                    counted,
+                    "INSERT INTO events (id, txn, tick, kind, actor, entities, payload) SELECT * FROM unnest(",
+                )
+                == 1
+            )
+            assert (
+                _of(counted, "INSERT INTO event_entities (entity, event_id) SELECT * FROM unnest(")
+                == 1
+            )
+            assert _having(counted, "INSERT INTO events (") == 1
         else:
             assert _of(counted, "UPDATE episodes") == BATCH
             assert _of(counted, "INSERT INTO steps") == BATCH
@@ -191,6 +205,11 @@ def test_batches_answer_and_store_as_with_more_statements_per_step(
             records.add_step(session=session, **fields)
 
         before.setattr(records, "record_step", two_writes)
+        before.setattr(  # the log as one INSERT a row (executemany)
+            backend,
+            "_insert_unnested",
+            lambda conn, table, rows: Statement(table.insert()).run(conn, rows),
+        )
         with fresh_database("postgres", tmp_path / "before") as url:
             _counted, answered = _fleet(url, tmp_path / "before-data", None, rounds=4, **ENDING)
             stored_before = _stored(url)

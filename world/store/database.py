@@ -38,9 +38,10 @@ def make_engine(
     """An engine for ``url`` with the pragmas and pool this project relies on; on PostgreSQL,
     ``schema`` is where its unqualified names live (a fork's store, ``world.store.worlds``)."""
     parsed = make_url(url)
+    # Both pools are last in, first out: the connections a steady load needs stay warm (SQLite's
+    # page cache, the statements psycopg has prepared on a PostgreSQL connection), and the
+    # others (opened by a burst, or by fill_pool) stay idle with cold caches.
     if parsed.get_backend_name() == "sqlite":
-        # Last in, first out: the connections a steady load needs stay warm, and the others
-        # (opened by a burst, or by fill_pool) stay idle with cold caches.
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 60},
@@ -57,6 +58,7 @@ def make_engine(
             pool_size=pool_size,
             max_overflow=10,
             pool_pre_ping=True,
+            pool_use_lifo=True,
             connect_args=options,
             execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
         )

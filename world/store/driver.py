@@ -41,6 +41,10 @@ class _Compiled:
     # (column index, result processor); made at the first execution, from the types the
     # driver says it returned (PostgreSQL's numeric processors depend on the type's OID)
     processors: tuple[tuple[int, Callable[[Any], Any]], ...] | None = None
+    # PostgreSQL: whether psycopg may prepare it once it has run a few times (the default);
+    # a savepoint's text names it, and preparing each name filled psycopg's cache of prepared
+    # statements (100 a connection) and pushed the step's own statements out of it
+    prepare: bool = True
 
     def parameters(self, values: Mapping[str, Any]) -> Any:
         made = []
@@ -164,7 +168,7 @@ _SAVEPOINT_VERBS = {
 
 def _savepoint_sender(verb: str) -> Callable[[Connection, str], None]:
     def send(conn: Connection, name: str) -> None:
-        _run(conn, _Compiled(f"{verb} {name}", False, (), ()), (), many=False)
+        _run(conn, _Compiled(f"{verb} {name}", False, (), (), prepare=False), (), many=False)
 
     return send
 
@@ -183,7 +187,10 @@ def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> S
         if many:
             cursor.executemany(compiled.sql, params)
             return []
-        cursor.execute(compiled.sql, params)
+        if compiled.prepare or dialect.name != "postgresql":
+            cursor.execute(compiled.sql, params)
+        else:
+            cursor.execute(compiled.sql, params, prepare=False)
         if not compiled.columns:
             return []
         if compiled.processors is None:
