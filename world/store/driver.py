@@ -190,7 +190,8 @@ def _run(conn: Connection, compiled: _Compiled, params: Any, *, many: bool) -> S
         if compiled.prepare or dialect.name != "postgresql":
             cursor.execute(compiled.sql, params)
         else:
-            cursor.execute(compiled.sql, params, prepare=False)
+            psycopg_cursor: Any = cursor  # psycopg's own: execute takes ``prepare``
+            psycopg_cursor.execute(compiled.sql, params, prepare=False)
         if not compiled.columns:
             return []
         if compiled.processors is None:
