@@ -42,8 +42,7 @@ def initial_attrs(rules: Rules, type_name: str) -> dict[str, Any]:
 
 def segments(meta: WorldMeta, start: int, end: int) -> Iterator[tuple[int, int, RulesVersion, str]]:
     """Split ticks [start, end) into runs with one dynamics version and one season."""
-    bounds = sorted({v.since_tick for v in meta.versions if start < v.since_tick < end})
-    edges = [start, *bounds, end]
+    edges = [start, *meta.versions.changes_between(start, end), end]
     for lo, hi in zip(edges, edges[1:], strict=False):
         version = meta.version_at(lo)
         tick = lo
@@ -104,7 +103,7 @@ def _settle_object(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> Non
             attrs["fresh_cold_until"] = cold_until if cold_until is not None else thing.tick
         anchor_tick, cold_end = thing.count("fresh_tick"), thing.count("fresh_cold_until")
         base, loss = thing.number("fresh_base"), 0.0
-        spoils_only = _spoils_only(meta)
+        spoils_only = meta.versions.spoils_only
         for lo, hi, version, _season in segments(meta, anchor_tick, now):
             cold_ticks = hi - lo if chilled else max(0, min(hi, cold_end) - lo)
             warm_ticks = (hi - lo) - cold_ticks
@@ -126,23 +125,13 @@ def _settle_resource(thing: Thing, rules: Rules, meta: WorldMeta, now: int) -> N
         attrs["stock_tick"], attrs["stock_base"] = thing.tick, stock
     base = thing.number("stock_base")
     if base < spec.stock:
-        regrows_only = _regrows_only(meta)
+        regrows_only = meta.versions.regrows_only
         for lo, hi, version, season in segments(meta, thing.count("stock_tick"), now):
             if season not in spec.dormant_seasons:
                 base += (hi - lo) * version.regrow_rate / spec.regrow_ticks
                 if regrows_only and base >= spec.stock:  # full: the rest would not show
                     break
     attrs["stock"] = attrs["stock_last"] = round(min(float(spec.stock), base), 3)
-
-
-def _spoils_only(meta: WorldMeta) -> bool:
-    """Whether no version in ``meta`` gives freshness back (no segment's loss is negative)."""
-    return all(v.spoil_rate >= 0 and v.cold_spoil_factor >= 0 for v in meta.versions)
-
-
-def _regrows_only(meta: WorldMeta) -> bool:
-    """Whether no version in ``meta`` takes stock away (no segment's regrowth is negative)."""
-    return all(v.regrow_rate >= 0 for v in meta.versions)
 
 
 def temperature_until(version: RulesVersion, now: int) -> int:

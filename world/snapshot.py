@@ -62,7 +62,7 @@ class Snapshot:
                 regions[key] = region
         meta = world.meta
         copy_meta = WorldMeta(
-            meta.seed, meta.tick, meta.next_thing_id, dict(meta.counters), list(meta.versions)
+            meta.seed, meta.tick, meta.next_thing_id, dict(meta.counters), meta.versions
         )
         places: dict[str, Place] = {}
         copied: dict[int, Thing] = {}
@@ -106,7 +106,7 @@ class Snapshot:
             self.meta.tick,
             self.meta.next_thing_id,
             dict(self.meta.counters),
-            list(self.meta.versions),
+            self.meta.versions,
         )
         backend.regions = dict(self.regions)
         backend.save(

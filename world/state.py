@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from world import dynamics, worldgen
 from world.entities import Avatar, Place, Region, Thing, region_key, region_of
 from world.errors import UnknownEntityError
-from world.rules import Rules, RulesVersion, default_rules
+from world.rules import Rules, RulesVersion, Versions, default_rules
 from world.values import ChangeSet, Event, WorldMeta
 
 ORIGIN = "0,0:0"  # where new avatars appear: the hub of region (0, 0)
@@ -134,8 +134,7 @@ class World:
         Versions stay ordered by ``since_tick`` (a stable sort: of two published for one tick,
         the later is in force), so a version published now after one dated in the future
         does not override it from then on."""
-        self.meta.versions.append(version)
-        self.meta.versions.sort(key=lambda v: v.since_tick)
+        self.meta.versions = self.meta.versions.published(version)
 
     # -- space -----------------------------------------------------------------------------
     def region(self, rx: int, ry: int) -> Region:
@@ -518,7 +517,7 @@ class MemoryBackend:
 
     def __init__(self, seed: int, rules: Rules | None = None) -> None:
         rules = rules or default_rules()
-        self.meta = WorldMeta(seed=seed, versions=[rules.dynamics])
+        self.meta = WorldMeta(seed=seed, versions=Versions([rules.dynamics]))
         self.regions: dict[str, Region] = {}
         self.places: dict[str, Place] = {}
         self.things: dict[int, Thing] = {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from world.entities import Avatar, Place, Region, Thing
-from world.rules import RulesVersion
+from world.rules import RulesVersion, Versions
 
 
 @dataclass(frozen=True)
@@ -33,27 +33,27 @@ class WorldMeta:
     tick: int = 0
     next_thing_id: int = 1
     counters: dict[str, int] = field(default_factory=dict)  # type -> last label number
-    versions: list[RulesVersion] = field(default_factory=list)
+    versions: Versions = field(default_factory=Versions)
 
     def version_at(self, tick: int) -> RulesVersion:
-        current = self.versions[0]
-        for version in self.versions:
-            if version.since_tick <= tick:
-                current = version
-        return current
+        return self.versions.at(tick)
 
     def copy(self) -> WorldMeta:
-        """An independent copy (versions are frozen, so the copy shares them)."""
-        return dataclasses.replace(self, counters=dict(self.counters), versions=list(self.versions))
+        """An independent copy (the versions are immutable, so the copy shares them)."""
+        return dataclasses.replace(self, counters=dict(self.counters))
 
-    def row(self) -> dict[str, Any]:
-        return {
+    def row(self, *, versions: bool = True) -> dict[str, Any]:
+        """The row's columns; without the versions where ``versions`` is false (a world that has
+        run for days holds thousands, so a store writes them only when one is published)."""
+        row: dict[str, Any] = {
             "seed": self.seed,
             "tick": self.tick,
             "next_thing_id": self.next_thing_id,
             "counters": dict(sorted(self.counters.items())),
-            "versions": [dataclasses.asdict(v) for v in self.versions],
         }
+        if versions:
+            row["versions"] = self.versions.rows()
+        return row
 
 
 @dataclass

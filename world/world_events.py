@@ -48,7 +48,7 @@ class Move:
 # -- rules versions ------------------------------------------------------------------------------
 def _publish(world: World, cause: str, **changes: Any) -> RulesVersion:
     """Put the current version with ``changes`` in force from now on."""
-    number = max(v.version for v in world.meta.versions) + 1
+    number = world.meta.versions.next_number
     version = world.dynamics.replace(version=number, since_tick=world.tick, cause=cause, **changes)
     world.publish_version(version)
     return version

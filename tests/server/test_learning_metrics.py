@@ -30,7 +30,7 @@ from server.learning import (
     success_over_time,
     totals,
 )
-from world.rules import RulesVersion
+from world.rules import RulesVersion, Versions
 from world.store import make_engine, session_factory
 from world.store.models import TaskRow
 from world.values import WorldMeta
@@ -224,15 +224,17 @@ def test_outcome_accuracy_needs_the_sign_of_the_mean_vote():
 
 # -- seasons ---------------------------------------------------------------------------------
 def test_season_changes_follow_the_dynamics_versions():
-    meta = WorldMeta(seed=0, versions=[RulesVersion(season_length=10)])
+    meta = WorldMeta(seed=0, versions=Versions([RulesVersion(season_length=10)]))
     assert season_changes(meta, 35) == [(10, "summer"), (20, "autumn"), (30, "winter")]
     assert season_changes(meta, 9) == []
     drifted = WorldMeta(
         seed=0,
-        versions=[
-            RulesVersion(season_length=10),
-            RulesVersion(version=2, since_tick=15, season_length=30),
-        ],
+        versions=Versions(
+            [
+                RulesVersion(season_length=10),
+                RulesVersion(version=2, since_tick=15, season_length=30),
+            ]
+        ),
     )
     # from tick 15 a season lasts 30 ticks: tick 15 is still spring (15 // 30 = 0)
     assert season_changes(drifted, 65) == [

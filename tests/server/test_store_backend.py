@@ -17,6 +17,7 @@ from world.snapshot import Snapshot
 from world.state import ORIGIN, MemoryBackend, World
 from world.store import (
     SqlBackend,
+    backend,
     ensure_world,
     lock_world,
     make_engine,
@@ -175,6 +176,48 @@ def test_the_world_row_read_back_is_the_one_each_save_left(db) -> None:
             left = world.meta.copy()
         with db() as session:
             assert World(SqlBackend(session)).meta == left
+
+
+def test_an_old_worlds_versions_are_parsed_once_and_written_only_when_published(
+    db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A world that has run for days holds thousands of rules versions (the forge publishes a
+    drift every 2,000 ticks): a transaction that publishes none writes none, and each process
+    parses the stored versions once for all the transactions that read them (issue 38)."""
+    with db() as session:
+        world = World(SqlBackend(session, lock_world(session)))
+        for n in range(2_000):
+            number = world.meta.versions.next_number
+            world.publish_version(replace(world.dynamics, version=number, since_tick=n + 1))
+        world.commit()
+        session.commit()
+    updates: list[str] = []
+    on_driver(monkeypatch, lambda sql, _rows: updates.append(sql) if "world_meta" in sql else None)
+    backend._versions.cache_clear()
+    changes = [
+        lambda world: world.advance(),  # the clock alone
+        lambda world: (world.advance(), world.create_thing("apple", place=ORIGIN)),  # counters
+        lambda world: world.advance(),
+    ]
+    for change in changes:
+        with db() as session:
+            world = World(SqlBackend(session, lock_world(session)))
+            assert len(world.meta.versions) == 2_001
+            change(world)
+            world.commit()
+            session.commit()
+    assert backend._versions.cache_info().misses == 1
+    written = [sql for sql in updates if sql.startswith("UPDATE world_meta")]
+    assert written and not any("versions" in sql for sql in written)
+    with db() as session:  # a version published: written, and read back as it was left
+        world = World(SqlBackend(session, lock_world(session)))
+        world.publish_version(replace(world.dynamics, version=2_002, since_tick=world.tick))
+        world.commit()
+        session.commit()
+        left = world.meta.copy()
+    assert any("versions" in sql for sql in updates if sql.startswith("UPDATE world_meta"))
+    with db() as session:
+        assert World(SqlBackend(session)).meta == left
 
 
 def test_replay_of_the_log_gives_the_live_hash(db) -> None:

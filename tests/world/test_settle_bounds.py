@@ -15,7 +15,7 @@ import pytest
 
 from world import dynamics
 from world.entities import Thing
-from world.rules import Rules, RulesVersion, default_rules
+from world.rules import Rules, RulesVersion, Versions, default_rules
 from world.values import WorldMeta
 
 DRIFT_EVERY = 7_700  # ticks between the forge's drifts in the fleet bench's run
@@ -33,7 +33,7 @@ def _aged(rules: Rules, now: int, *, spoil_rate: float = 1.0) -> WorldMeta:
         genesis.replace(version=i + 1, since_tick=tick, spoil_rate=spoil_rate, cause="drift")
         for i, tick in enumerate(range(DRIFT_EVERY, now, DRIFT_EVERY))
     ]
-    return WorldMeta(seed=1, tick=now, versions=[genesis, *versions])
+    return WorldMeta(seed=1, tick=now, versions=Versions([genesis, *versions]))
 
 
 def _food(anchor: int, fresh: float = 100.0, **attrs: Any) -> Thing:
@@ -110,7 +110,7 @@ def test_settled_values_are_the_whole_sums_to_the_bit(
     foods = sorted(name for name, spec in rules.objects.items() if spec.spoil_ticks is not None)
     for _ in range(1_500):
         now = rng.randint(1, 60_000)
-        meta = WorldMeta(seed=1, tick=now, versions=_versions(rng, rules, now, negative))
+        meta = WorldMeta(seed=1, tick=now, versions=Versions(_versions(rng, rules, now, negative)))
         anchor = rng.randint(0, now)
         fresh = round(rng.uniform(0.0, 100.0), 3)
         food = _food(anchor, fresh)
@@ -126,8 +126,8 @@ def test_settled_values_are_the_whole_sums_to_the_bit(
         resource = _resource(anchor, stock, kind)
         whole = [copy.deepcopy(food), copy.deepcopy(resource)]
         with monkeypatch.context() as before:  # the sums over every segment, as before the cut
-            before.setattr(dynamics, "_spoils_only", lambda _meta: False)
-            before.setattr(dynamics, "_regrows_only", lambda _meta: False)
+            before.setattr(meta.versions, "spoils_only", False)
+            before.setattr(meta.versions, "regrows_only", False)
             for thing in whole:
                 dynamics.settle(thing, rules, meta, now)
         for thing in (food, resource):

@@ -9,6 +9,7 @@ shape and order to ``MemoryBackend.dump``, so equal states hash equal whatever s
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
+    Text,
     bindparam,
     delete,
     func,
@@ -31,7 +33,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
-from world.rules import RulesVersion
+from world.rules import RulesVersion, Versions
 from world.store import regions as pg
 from world.store.driver import Statement
 from world.store.errors import StoreError
@@ -299,10 +301,12 @@ class SqlBackend:
             _META_UPDATE.run(s, row.values_since(before))
         elif self._reserved or changes.meta.versions != row.meta.versions:
             # PostgreSQL: the clock and the log's numbers live in sequences; the row is written
-            # only by a transaction that drew thing ids (holding its lock) or published rules.
+            # only by a transaction that drew thing ids (holding its lock) or published rules,
+            # the versions only by the latter.
+            published = changes.meta.versions != row.meta.versions
             row = saved_row = dataclasses.replace(row, meta=changes.meta.copy())
-            values = row.values()
-            _META_UPDATE.run(s, {k: values[k] for k in _PG_META_COLUMNS})
+            values = row.values(versions=published)
+            _META_UPDATE.run(s, {k: values[k] for k in _PG_META_COLUMNS if k in values})
         self._row = row
         if self._known is not None:
             self._known.wrote(changes.regions, place_rows, saved_row)
@@ -340,33 +344,49 @@ class WorldRow:
 
     @classmethod
     def from_row(cls, row: Any) -> WorldRow:
+        """The row as read, its versions as stored: JSON text (:func:`_versions`)."""
         meta = WorldMeta(
             seed=row["seed"],
             tick=row["tick"],
             next_thing_id=row["next_thing_id"],
             counters=dict(row["counters"]),
-            versions=[RulesVersion.from_row(v) for v in row["versions"]],
+            versions=_versions(row["versions"]),
         )
         return cls(meta, txn_seq=row["txn_seq"], last_event_id=row["last_event_id"])
 
-    def values(self) -> dict[str, Any]:
-        """The columns to write (all but the id)."""
-        return {**self.meta.row(), "txn_seq": self.txn_seq, "last_event_id": self.last_event_id}
+    def values(self, *, versions: bool = True) -> dict[str, Any]:
+        """The columns to write (all but the id; the versions only where ``versions``)."""
+        return {
+            **self.meta.row(versions=versions),
+            "txn_seq": self.txn_seq,
+            "last_event_id": self.last_event_id,
+        }
 
     def values_since(self, before: WorldRow) -> dict[str, Any]:
         """The columns to write over the row ``before``: the clock, the thing ids and the
-        log's numbers, and the rest only where they changed (then all of them). Encoding the
-        counters and versions for every transaction cost about 5% of a batched step's time in
-        the writer (docs/benchmarks/fleet.md)."""
+        log's numbers; the seed and the counters too where they changed, and the versions
+        where one was published. Encoding the counters and versions for every transaction
+        cost about 5% of a batched step's time in the writer, and the versions grow with the
+        world's age (docs/benchmarks/fleet.md)."""
         meta, then = self.meta, before.meta
-        if (meta.seed, meta.counters, meta.versions) != (then.seed, then.counters, then.versions):
-            return self.values()
+        published = meta.versions != then.versions
+        if published or (meta.seed, meta.counters) != (then.seed, then.counters):
+            return self.values(versions=published)
         return {
             "tick": meta.tick,
             "next_thing_id": meta.next_thing_id,
             "txn_seq": self.txn_seq,
             "last_event_id": self.last_event_id,
         }
+
+
+@lru_cache(maxsize=8)
+def _versions(stored: str) -> Versions:
+    """The versions the world row stores as JSON text, parsed once a process for each text it
+    reads: a world that has run for days holds thousands, and parsing them for every
+    transaction made a step at 10,000 versions several times as slow (the row is read as
+    text for this, ``_META_READ``, ``regions.JOB_READ``)."""
+    return Versions(RulesVersion.from_row(v) for v in json.loads(stored))
 
 
 def read_world(session: Session, *, for_update: bool = False) -> WorldRow:
@@ -472,8 +492,10 @@ def _unnest_insert(table_name: str) -> Statement:
 # Statements are built once and reused: building a statement and its cache key costs more
 # than running it on SQLite, and a step runs about twenty.
 _META = Base.metadata.tables["world_meta"]
-_META_READ = Statement(select(_META).where(_META.c.id == 1), _META.columns)
-_META_LOCK = Statement(select(_META).where(_META.c.id == 1).with_for_update(), _META.columns)
+# the versions' column read as its stored text (WorldRow.from_row parses it)
+_META_READ_AS = [Column(c.name, Text) if c.name == "versions" else c for c in _META.columns]
+_META_READ = Statement(select(_META).where(_META.c.id == 1), _META_READ_AS)
+_META_LOCK = Statement(select(_META).where(_META.c.id == 1).with_for_update(), _META_READ_AS)
 _META_UPDATE = Statement(update(_META).where(_META.c.id == 1))
 _EVENTS = Base.metadata.tables["events"]
 _LINKS = Base.metadata.tables["event_entities"]

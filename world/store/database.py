@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from world.rules import Rules, default_rules
+from world.rules import Rules, Versions, default_rules
 from world.store import driver, regions
 from world.store.backend import WorldRow, read_world
 from world.store.errors import StoreError
@@ -148,7 +148,7 @@ def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> Wor
     """Create the world row with ``seed`` if there is none; return the (possibly older) row."""
     if session.execute(select(_WORLD.c.id).where(_WORLD.c.id == 1)).first() is None:
         rules = rules or default_rules()
-        meta = WorldMeta(seed=seed, versions=[rules.dynamics]).row()
+        meta = WorldMeta(seed=seed, versions=Versions([rules.dynamics])).row()
         session.execute(_WORLD.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
     if not is_sqlite(session):  # the clock resumes after the log (a replay, a restart)
         session.execute(regions.SYNC_CLOCK)

@@ -315,7 +315,7 @@ def _meta_at(session: Session, tick: int) -> WorldMeta | None:
         tick=tick,
         next_thing_id=int(last["next_thing_id"]),
         counters=dict(last["counters"]),
-        versions=[v for v in row.meta.versions if v.since_tick <= tick],
+        versions=row.meta.versions.until(tick),
     )
 
 

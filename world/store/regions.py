@@ -178,12 +178,12 @@ _NOW = _last("bigworld_ticks")
 # ``txn_seq`` is the last log transaction numbered (begins key their draw on it, with the
 # avatar): the batch numbers its own at its commit, so its transactions all read the same one.
 JOB_READ = text(
-    f"SELECT seed, {_NOW} AS tick, next_thing_id, counters, versions, "
+    f"SELECT seed, {_NOW} AS tick, next_thing_id, counters, versions::text AS versions, "
     f"{_last('bigworld_txns')} AS txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 LOGGED_READ = text(
     "SELECT seed, coalesce((SELECT max(tick) FROM events), tick) AS tick, next_thing_id, "
-    "counters, versions, txn_seq, last_event_id FROM world_meta WHERE id = 1"
+    "counters, versions::text AS versions, txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 NEXT_TICK = text("SELECT nextval('bigworld_ticks')")
 # A batch holding the whole world draws its ticks itself (world.store.known) and then moves the
