@@ -14,16 +14,18 @@ uvicorn process as ``bigworld serve`` runs it:
   that kept the pace, and the server's resident memory every 10 s with its slope over the run
   once warm (the first fifth left out; goal: within noise).
 
-An episode that ends is replaced by a new begin of the same client. Figures go to
-``--out`` (``docs/benchmarks/fleet.json``). Usage::
+An episode that ends is replaced by a new begin of the same client. ``--aged N`` first makes
+the world one that has run for a long time: N rules versions, one every 2,000 ticks, as the
+forge's drifts leave them. Figures go to ``--out`` (``docs/benchmarks/fleet.json``). Usage::
 
-    .venv/bin/python bench/fleet_bench.py [--only sqlite|postgres] [--minutes 10]
+    .venv/bin/python bench/fleet_bench.py [--only sqlite|postgres] [--minutes 10] [--aged N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -245,10 +247,47 @@ def _slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / den if den else 0.0
 
 
+DRIFT_EVERY = 2000  # ticks between the forge's drifts (forge.dynamics.DynamicsConfig)
+
+
+def age(url: str, versions: int) -> None:
+    """Make the stored world one that has run ``versions`` drifts: its rules versions one every
+    :data:`DRIFT_EVERY` ticks (the spoil rate moving between three values), its clock at the
+    last. A world that serves a fleet for days holds thousands of them."""
+    if url.startswith("sqlite"):
+        conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"))
+    else:
+        import psycopg
+
+        conn = psycopg.connect(url)
+    stored = conn.execute("SELECT versions FROM world_meta WHERE id = 1").fetchone()[0]
+    genesis = (json.loads(stored) if isinstance(stored, str) else stored)[0]
+    aged = [genesis]
+    for n in range(1, versions):
+        aged.append(
+            genesis
+            | {"version": n + 1, "since_tick": DRIFT_EVERY * n, "cause": "drift"}
+            | {"spoil_rate": [1.0, 1.1, 1.2][n % 3]}
+        )
+    tick = DRIFT_EVERY * max(1, versions)
+    if url.startswith("sqlite"):
+        conn.execute("UPDATE world_meta SET versions = ?, tick = ?", (json.dumps(aged), tick))
+    else:
+        conn.execute("UPDATE world_meta SET versions = %s::json", (json.dumps(aged),))
+        conn.execute("SELECT setval('bigworld_ticks', %s)", (tick,))
+    conn.commit()
+    conn.close()
+
+
 def measure(kind: str, args: argparse.Namespace, noop_url: str) -> dict[str, Any]:
     with database(kind, Path(tempfile.mkdtemp(prefix=f"bench-fleet-{kind}-"))) as url:
+        data = Path(tempfile.mkdtemp(prefix="bench-fleet-data-"))
+        if args.aged:
+            with serve(url, data, free_port()):  # the server makes the store
+                pass
+            age(url, args.aged)
         port = free_port()
-        with serve(url, Path(tempfile.mkdtemp(prefix="bench-fleet-data-")), port) as proc:
+        with serve(url, data, port) as proc:
             base = f"http://127.0.0.1:{port}"
             out: dict[str, Any] = batch_rates(base, noop_url, args.batch, args.rounds, 20)
             print(
@@ -291,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         "--tick-s", type=float, default=0.25, help="seconds between a client's batches"
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="paced run (0: none)")
+    parser.add_argument(
+        "--aged",
+        type=int,
+        default=0,
+        help=f"first age the world to this many rules versions (one every {DRIFT_EVERY} ticks)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "fleet.json")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
