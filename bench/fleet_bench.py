@@ -260,7 +260,7 @@ def age(url: str, versions: int) -> None:
         import psycopg
 
         conn = psycopg.connect(url)
-    stored = conn.execute("SELECT versions FROM world_meta WHERE id = 1").fetchone()[0]
+    stored = conn.execute("SELECT versions FROM world_versions WHERE id = 1").fetchone()[0]
     genesis = (json.loads(stored) if isinstance(stored, str) else stored)[0]
     aged = [genesis]
     for n in range(1, versions):
@@ -271,9 +271,10 @@ def age(url: str, versions: int) -> None:
         )
     tick = DRIFT_EVERY * max(1, versions)
     if url.startswith("sqlite"):
-        conn.execute("UPDATE world_meta SET versions = ?, tick = ?", (json.dumps(aged), tick))
+        conn.execute("UPDATE world_versions SET versions = ?", (json.dumps(aged),))
+        conn.execute("UPDATE world_meta SET tick = ?", (tick,))
     else:
-        conn.execute("UPDATE world_meta SET versions = %s::json", (json.dumps(aged),))
+        conn.execute("UPDATE world_versions SET versions = %s::json", (json.dumps(aged),))
         conn.execute("SELECT setval('bigworld_ticks', %s)", (tick,))
     conn.commit()
     conn.close()

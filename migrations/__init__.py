@@ -104,6 +104,31 @@ def upgrade_to_head(engine: Engine) -> str:
     return head_revision()
 
 
+def upgrade_forks(main: Engine) -> int:
+    """Migrate to head the stores of ``main``'s forks (each a database of its own: a SQLite file
+    beside the main world's, or a PostgreSQL schema) that an older schema made; returns how many
+    were. The caller has migrated ``main``, and holds :func:`startup_lock`."""
+    from sqlalchemy.orm import Session
+
+    from world.store.worlds import list_forks, open_store
+
+    forks, after = [], None
+    with Session(main) as session:
+        while page := list_forks(session, after=after):
+            forks.extend(page)
+            after = page[-1].name
+    migrated = 0
+    for fork in forks:
+        engine = open_store(main, fork.location)
+        try:
+            if not at_head(engine):
+                upgrade_to_head(engine)
+                migrated += 1
+        finally:
+            engine.dispose()
+    return migrated
+
+
 def upgrade_recorded(engine: Engine) -> str | None:
     """:func:`upgrade_to_head` on ``engine``'s empty database, returning the statements that
     changed it as one script: run in another empty database (one round trip), it leaves the

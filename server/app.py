@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from migrations import startup_lock, upgrade_to_head
+from migrations import startup_lock, upgrade_forks, upgrade_to_head
 from server.auth import bootstrap_admin
 from server.background import background_work
 from server.dependencies import enter_world, plain_text_parameters
@@ -30,11 +30,13 @@ log = logging.getLogger("bigworld.server")
 
 
 def prepare_database(runtime: Runtime) -> None:
-    """Migrate to head, create the world row, bootstrap the admin (idempotent)."""
+    """Migrate to head (the forks' stores too), create the world row, bootstrap the admin
+    (idempotent)."""
     settings = runtime.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with startup_lock(runtime.engine):
         upgrade_to_head(runtime.engine)
+        upgrade_forks(runtime.engine)
         _prepare_world(runtime)
 
 

@@ -275,7 +275,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    from migrations import startup_lock, upgrade_to_head
+    from migrations import startup_lock, upgrade_forks, upgrade_to_head
     from world.store import make_engine
 
     settings = _settings(args)
@@ -284,7 +284,8 @@ def _upgrade(args: argparse.Namespace) -> int:
     try:
         with startup_lock(engine):  # a server may be starting on the same database
             revision = upgrade_to_head(engine)
-        print(f"database at revision {revision}")
+            forks = upgrade_forks(engine)
+        print(f"database at revision {revision}; {forks} fork stores migrated")
     finally:
         engine.dispose()
     return 0

@@ -27,6 +27,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    type_coerce,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -296,17 +297,17 @@ class SqlBackend:
         if changes.events:
             row = append_events(self.session, row, changes.events)
         saved_row = None  # the world row as this save wrote it
+        published = changes.meta.versions != row.meta.versions
         if s.dialect.name == "sqlite":
             row = saved_row = dataclasses.replace(row, meta=changes.meta.copy())
-            _META_UPDATE.run(s, row.values_since(before))
-        elif self._reserved or changes.meta.versions != row.meta.versions:
+            write_world(s, row.values_since(before))
+        elif self._reserved or published:
             # PostgreSQL: the clock and the log's numbers live in sequences; the row is written
             # only by a transaction that drew thing ids (holding its lock) or published rules,
             # the versions only by the latter.
-            published = changes.meta.versions != row.meta.versions
             row = saved_row = dataclasses.replace(row, meta=changes.meta.copy())
             values = row.values(versions=published)
-            _META_UPDATE.run(s, {k: values[k] for k in _PG_META_COLUMNS if k in values})
+            write_world(s, {k: values[k] for k in _PG_META_COLUMNS if k in values})
         self._row = row
         if self._known is not None:
             self._known.wrote(changes.regions, place_rows, saved_row)
@@ -378,6 +379,23 @@ class WorldRow:
             "txn_seq": self.txn_seq,
             "last_event_id": self.last_event_id,
         }
+
+
+def insert_world(session: Session, values: Mapping[str, Any]) -> None:
+    """Insert the world row with ``values`` (``WorldRow.values``' columns), and its versions'
+    row."""
+    conn = session.connection()
+    _VERSIONS_INSERT.run(conn, {"id": 1, "versions": values["versions"]})
+    _META_INSERT.run(conn, {"id": 1, **{k: v for k, v in values.items() if k != "versions"}})
+
+
+def write_world(conn: Connection, values: Mapping[str, Any]) -> None:
+    """Write ``values`` (``WorldRow.values``' columns) to the world row, and the versions,
+    where among them, to their own row."""
+    versions = values.get("versions")
+    if versions is not None:
+        _VERSIONS_UPDATE.run(conn, {"versions": versions})
+    _META_UPDATE.run(conn, {k: v for k, v in values.items() if k != "versions"})
 
 
 @lru_cache(maxsize=8)
@@ -492,11 +510,19 @@ def _unnest_insert(table_name: str) -> Statement:
 # Statements are built once and reused: building a statement and its cache key costs more
 # than running it on SQLite, and a step runs about twenty.
 _META = Base.metadata.tables["world_meta"]
-# the versions' column read as its stored text (WorldRow.from_row parses it)
-_META_READ_AS = [Column(c.name, Text) if c.name == "versions" else c for c in _META.columns]
-_META_READ = Statement(select(_META).where(_META.c.id == 1), _META_READ_AS)
-_META_LOCK = Statement(select(_META).where(_META.c.id == 1).with_for_update(), _META_READ_AS)
+_VERSIONS = Base.metadata.tables["world_versions"]
+# with the versions' row, as its stored text (WorldRow.from_row parses it)
+_STORED_VERSIONS = (
+    select(type_coerce(_VERSIONS.c.versions, Text)).where(_VERSIONS.c.id == 1).scalar_subquery()
+)
+_META_READ_AS = [*_META.columns, Column("versions", Text)]
+_META_SELECT = select(_META, _STORED_VERSIONS.label("versions")).where(_META.c.id == 1)
+_META_READ = Statement(_META_SELECT, _META_READ_AS)
+_META_LOCK = Statement(_META_SELECT.with_for_update(of=_META), _META_READ_AS)
 _META_UPDATE = Statement(update(_META).where(_META.c.id == 1))
+_VERSIONS_UPDATE = Statement(update(_VERSIONS).where(_VERSIONS.c.id == 1))
+_META_INSERT = Statement(_META.insert())
+_VERSIONS_INSERT = Statement(_VERSIONS.insert())
 _EVENTS = Base.metadata.tables["events"]
 _LINKS = Base.metadata.tables["event_entities"]
 _EVENTS_INSERT = Statement(_EVENTS.insert())

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from world.rules import Rules, Versions, default_rules
 from world.store import driver, regions
-from world.store.backend import WorldRow, read_world
+from world.store.backend import WorldRow, insert_world, read_world
 from world.store.errors import StoreError
 from world.store.models import Base
 from world.values import WorldMeta
@@ -149,7 +149,7 @@ def ensure_world(session: Session, seed: int, rules: Rules | None = None) -> Wor
     if session.execute(select(_WORLD.c.id).where(_WORLD.c.id == 1)).first() is None:
         rules = rules or default_rules()
         meta = WorldMeta(seed=seed, versions=Versions([rules.dynamics])).row()
-        session.execute(_WORLD.insert().values(id=1, txn_seq=0, last_event_id=0, **meta))
+        insert_world(session, {"txn_seq": 0, "last_event_id": 0, **meta})
     if not is_sqlite(session):  # the clock resumes after the log (a replay, a restart)
         session.execute(regions.SYNC_CLOCK)
     return read_world(session)

@@ -24,9 +24,9 @@ from sqlalchemy.orm import Session
 
 from world.entities import Avatar, Place, Region, Thing
 from world.state import Backend, crowd_of
-from world.store.backend import SqlBackend, WorldRow, newest_event_after
+from world.store.backend import SqlBackend, WorldRow, insert_world, newest_event_after
 from world.store.database import is_sqlite
-from world.store.models import EventRow, RemovedThingRow, ThingRow, WorldMetaRow
+from world.store.models import EventRow, RemovedThingRow, ThingRow
 from world.values import ChangeSet, Event, WorldMeta
 
 _EVENTS = EventRow.__table__
@@ -284,7 +284,7 @@ def create_fork(session: Session, parent: Backend, tick: int) -> WorldRow:
     meta = parent.load_meta()
     meta.tick = tick
     row = WorldRow(meta, txn_seq=0, last_event_id=0)
-    session.execute(insert(WorldMetaRow).values(id=1, **row.values()))
+    insert_world(session, row.values())
     if not is_sqlite(session):  # the clock's sequence resumes at the fork's tick
         session.execute(text("SELECT setval('bigworld_ticks', :next, false)"), {"next": tick + 1})
     started = Event(

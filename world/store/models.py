@@ -73,9 +73,20 @@ class WorldMetaRow(Base):
     tick: Mapped[int] = mapped_column(BigInteger)
     next_thing_id: Mapped[int] = mapped_column(BigInteger)
     counters: Mapped[dict[str, Any]]
-    versions: Mapped[list[Any]]
     txn_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     last_event_id: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+class WorldVersionsRow(Base):
+    """The world's dynamics versions (id 1), apart from its row: a world that has run for days
+    holds thousands, and a row is written whole (SQLite rewrites every byte of a row it
+    updates), while the world row changes with every transaction and the versions only when
+    the forge publishes one."""
+
+    __tablename__ = "world_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    versions: Mapped[list[Any]]
 
 
 class RegionRow(Base):

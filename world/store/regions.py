@@ -175,15 +175,17 @@ def _last(sequence: str) -> str:
 # its first advance draws the next one, which another region may have drawn meanwhile: the
 # action's event then logs where it started (``from_tick``), and a replay starts it there.
 _NOW = _last("bigworld_ticks")
+# the versions' own row, as its stored text (world.store.backend parses each text once)
+_VERSIONS_TEXT = "(SELECT versions::text FROM world_versions WHERE id = 1) AS versions"
 # ``txn_seq`` is the last log transaction numbered (begins key their draw on it, with the
 # avatar): the batch numbers its own at its commit, so its transactions all read the same one.
 JOB_READ = text(
-    f"SELECT seed, {_NOW} AS tick, next_thing_id, counters, versions::text AS versions, "
+    f"SELECT seed, {_NOW} AS tick, next_thing_id, counters, {_VERSIONS_TEXT}, "
     f"{_last('bigworld_txns')} AS txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 LOGGED_READ = text(
     "SELECT seed, coalesce((SELECT max(tick) FROM events), tick) AS tick, next_thing_id, "
-    "counters, versions::text AS versions, txn_seq, last_event_id FROM world_meta WHERE id = 1"
+    f"counters, {_VERSIONS_TEXT}, txn_seq, last_event_id FROM world_meta WHERE id = 1"
 )
 NEXT_TICK = text("SELECT nextval('bigworld_ticks')")
 # A batch holding the whole world draws its ticks itself (world.store.known) and then moves the
