@@ -51,6 +51,7 @@ from bench.server_bench import (  # noqa: E402
     sequential,
     serve,
 )
+from forge.dynamics import DynamicsConfig  # noqa: E402
 from world.schemas import MAX_BATCH_STEPS  # noqa: E402
 
 HEADLINE_ORDER = 15  # the row in the README's results table (bench/results.py)
@@ -247,7 +248,7 @@ def _slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / den if den else 0.0
 
 
-DRIFT_EVERY = 2000  # ticks between the forge's drifts (forge.dynamics.DynamicsConfig)
+DRIFT_EVERY = DynamicsConfig().drift_every  # ticks between the forge's drifts, by default
 
 
 def age(url: str, versions: int) -> None:

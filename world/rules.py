@@ -191,7 +191,8 @@ class Versions(Sequence[RulesVersion]):
     shares it. The version in force at a tick and the ticks where versions change between two
     ticks are binary searches, not scans: the forge publishes a drift every 2,000 ticks by
     default, so a world that has run for days holds thousands of versions, and every thing a
-    step loads asks for them (a scan made a step at 10,000 versions ten times as slow)."""
+    step loads asks for them (scans of them, and parsing them, made a step at 10,000 versions
+    ten times as slow as in a new world, docs/benchmarks/fleet.md)."""
 
     __slots__ = ("_items", "_ticks", "next_number", "spoils_only", "regrows_only")
 

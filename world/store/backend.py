@@ -402,8 +402,8 @@ def write_world(conn: Connection, values: Mapping[str, Any]) -> None:
 def _versions(stored: str) -> Versions:
     """The versions as stored (``world_versions``, read as JSON text with the world row:
     ``_META_READ``, ``regions.JOB_READ``), parsed once a process for each text: a world that
-    has run for days holds thousands, and parsing them for every transaction made a step at
-    10,000 versions several times as slow."""
+    has run for days holds thousands, and parsing them for every transaction grew a step's
+    time with the world's age."""
     return Versions(RulesVersion.from_row(v) for v in json.loads(stored))
 
 
