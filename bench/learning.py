@@ -16,6 +16,10 @@ an RL library):
   next move from where the avatar stands ("for the kitchen 1, go to north road"), so each
   step's right action is in front of the policy whatever it did before, while a walk at random
   almost never completes four: the rung where step credit must help;
+- ``waymark_4``: ``waymark`` up to 4 hops, cold: a trail whose signposted move is also listed
+  first, so that each step's right action is learnable by its place in the list (the cold
+  policy does not learn to read the signpost itself: ``bench/step_ceiling.py``), while a walk
+  at random still almost never completes four;
 - ``alfworld``: ``examine_in_light`` and ``pick_and_place``, from a policy cloned from the
   scripted explorer (the preparation below), avatars capacity-bounded by the world's rules.
 
@@ -151,6 +155,7 @@ RUNGS = {  # rung → (families played, server settings, cold start: untrained m
     "go_to_4": (["go_to"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "follow_4": (["follow"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "trail_4": (["trail"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
+    "waymark_4": (["waymark"], {"BIGWORLD_GO_TO_HOPS": "4"}, True),
     "alfworld": (["examine_in_light", "pick_and_place"], {}, False),
 }
 HEADLINE_ORDER = 2  # the ladder's row in the README's results table (bench/results.py)

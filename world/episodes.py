@@ -72,9 +72,8 @@ def begin(
         [f"avatar:{avatar}"],
         {"key": key, "family": family, "task": {"id": task.id, **task.spec()}, "draw": draw},
     )
-    seen = engine.observe(world, avatar)
-    text = _signposted(world, task, avatar, seen.text)
-    return engine.Observation(text + TASK_PROMPT + task.text, seen.admissible)
+    seen = _at_decision(world, task, avatar, engine.observe(world, avatar))
+    return engine.Observation(seen.text + TASK_PROMPT + task.text, seen.admissible)
 
 
 def advance(world: World, episode: Episode, task: Task, action: str, index: int) -> StepOutcome:
@@ -101,16 +100,23 @@ def advance(world: World, episode: Episode, task: Task, action: str, index: int)
         ending = Ending(SUCCEEDED, 1) if success else Ending(FAILED, -1)
         _end(world, after, ending)
     else:
-        observation = _signposted(world, task, episode.avatar, result.observation)
-        result = replace(result, observation=observation)
+        seen = engine.Observation(result.observation, result.admissible)
+        seen = _at_decision(world, task, episode.avatar, seen)
+        result = replace(result, observation=seen.text, admissible=seen.admissible)
     return StepOutcome(after, result, success, ending)
 
 
-def _signposted(world: World, task: Task, avatar: str, observation: str) -> str:
-    """``observation`` with what the task's family shows at a decision (a trail's signpost)
-    after it, when it shows anything."""
+def _at_decision(
+    world: World, task: Task, avatar: str, seen: engine.Observation
+) -> engine.Observation:
+    """``seen`` as the task's family shows it at a decision: its signpost after the text (a
+    trail's), and the action it leads with listed first (a waymark's), where it has them."""
     sign = tasks.signpost(world, task, avatar)
-    return observation if sign is None else f"{observation} {sign}"
+    lead = tasks.lead(world, task, avatar)
+    admissible = seen.admissible
+    if lead in admissible:
+        admissible = (lead, *(a for a in admissible if a != lead))
+    return engine.Observation(seen.text if sign is None else f"{seen.text} {sign}", admissible)
 
 
 def abandon(world: World, episode: Episode) -> Ending:

@@ -118,3 +118,9 @@ def signpost(world: World, task: Task, avatar_id: str) -> str | None:
     """What the task's family adds to the avatar's observation now (a trail's signpost), or
     None. Changes nothing."""
     return get_family(task.family).signpost(world, task.params, avatar_id)
+
+
+def lead(world: World, task: Task, avatar_id: str) -> str | None:
+    """The action the task's family lists first at a decision now (a waymark's signposted
+    move), or None. Changes nothing."""
+    return get_family(task.family).lead(world, task.params, avatar_id)

@@ -19,7 +19,7 @@ from world.tasks import Task, goal_met
 def test_the_registry_lists_each_family_once_under_its_name() -> None:
     assert FAMILIES == tuple(REGISTRY)
     assert all(REGISTRY[name].name == name for name in FAMILIES)
-    walks = ("go_to", "follow", "trail")
+    walks = ("go_to", "follow", "trail", "waymark")
     assert DRAWN_FAMILIES == tuple(name for name in FAMILIES if name not in walks)
     assert get_family("go_to") is REGISTRY["go_to"]
     with pytest.raises(TaskError, match="expected a family in"):
@@ -48,15 +48,16 @@ def test_a_family_keeps_its_contract(sim, name: str) -> None:
         assert goal_met(world, task, "a")
 
 
-@pytest.mark.parametrize("name", ["go_to", "follow", "trail"])
+@pytest.mark.parametrize("name", ["go_to", "follow", "trail", "waymark"])
 @pytest.mark.parametrize("seed", [3, 7, 11])
 def test_a_family_that_reads_no_things_plans_alike_from_the_place_graph_alone(
     make_sim, seed: int, name: str
 ) -> None:
-    """go_to's, follow's and trail's draws copy the places alone (``reads_things``): their candidates
+    """go_to's, follow's, trail's and waymark's draws copy the places alone (``reads_things``): their candidates
     and plans must be those a full snapshot gives, wherever the avatar stands and whoever
     stands near it."""
-    assert [n for n in FAMILIES if not get_family(n).reads_things] == ["go_to", "follow", "trail"]
+    walks = ["go_to", "follow", "trail", "waymark"]
+    assert [n for n in FAMILIES if not get_family(n).reads_things] == walks
     family = get_family(name)
     sim = make_sim(seed)
     sim.join("a", "Alice")

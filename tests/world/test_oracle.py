@@ -299,10 +299,10 @@ def disturbed_world(seed: int, steps: int) -> MemoryBackend:
     return backend
 
 
-# follow's and trail's targets and plans are go_to's (their text names the moves, or their
-# signposts show them): tried as go_to, while their walks would scatter the avatars that
+# follow's, trail's and waymark's targets and plans are go_to's (their text names the moves, or
+# their signposts show them): tried as go_to, while their walks would scatter the avatars that
 # cooperate needs side by side.
-TRIED = tuple(family for family in FAMILIES if family not in ("follow", "trail"))
+TRIED = tuple(family for family in FAMILIES if family not in ("follow", "trail", "waymark"))
 
 
 def acceptance(per_family: int, seed: int) -> dict[str, Tally]:

@@ -588,12 +588,47 @@ def test_trail_signposts_a_shortest_way_at_every_decision_even_after_a_wrong_mov
             assert tasks.signpost(world, task, "a") is None
 
 
+def test_a_waymark_lists_the_signposted_move_first_and_keeps_the_rest_in_order(make_sim) -> None:
+    """A waymark shows a trail's signpost, and its move heads the admissible list at every
+    decision (after a wrong move too); the other actions keep the engine's order."""
+    s = make_sim(7)
+    s.join("a", "Alice")
+    with s.tx() as world:
+        for x, y in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            world.region(x, y)
+    for hops in (2, 3):
+        with s.tx() as world:
+            task = sample_task(world, "a", key=f"w{hops}", family="waymark", hops=hops)
+            first = episodes.begin(world, "a", task, key=None, family="waymark", draw="fresh")
+        name = task.params["place_name"]
+        seen = first.text.partition(episodes.TASK_PROMPT)[0]
+        move = _signposted_move(seen, name)
+        engines = s.observe("a").admissible
+        assert first.admissible[0] == move and sorted(first.admissible) == sorted(engines)
+        assert [a for a in first.admissible if a != move] == [a for a in engines if a != move]
+        moves = [a for a in first.admissible[1:] if a.startswith("go to ")]
+        wrong = (moves or list(first.admissible[1:]))[0]
+        episode = Episode(5, "a", task.id, "waymark", budget=2 * hops + 2, last_step=0)
+        with s.tx() as world:
+            taken = episodes.advance(world, episode, task, wrong, 1)
+        index = 1
+        while not taken.done:  # taking the first action listed alone arrives
+            listed = taken.result.admissible
+            assert listed[0] == _signposted_move(taken.result.observation, name)
+            index += 1
+            with s.tx() as world:
+                taken = episodes.advance(world, taken.episode, task, listed[0], index)
+        assert taken.success
+
+
 def test_families_other_than_trail_add_nothing_to_the_observation(sim) -> None:
     go = Task.make("go_to", {"place": BEDROOM, "place_name": "bedroom 1", "hops": 2})
     with sim.tx() as world:
         first = episodes.begin(world, "a", go, key=None, family="go_to", draw="fresh")
-        assert tasks.signpost(world, go, "a") is None
-    assert first.text == sim.observe("a").text + episodes.TASK_PROMPT + go.text
+        assert tasks.signpost(world, go, "a") is None and tasks.lead(world, go, "a") is None
+    seen = sim.observe("a")
+    assert first.text == seen.text + episodes.TASK_PROMPT + go.text
+    assert first.admissible == seen.admissible
 
 
 def test_step_budget_is_the_smaller_of_the_servers_and_the_tasks() -> None:

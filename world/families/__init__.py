@@ -25,7 +25,7 @@ from world.families.place import (
     PICK_AND_PLACE,
     PICK_TWO_AND_PLACE,
 )
-from world.families.trail import TRAIL
+from world.families.trail import TRAIL, WAYMARK
 
 # In this order: a draw of "any family" permutes DRAWN_FAMILIES, so the order is part of what
 # a seed draws.
@@ -45,12 +45,14 @@ REGISTRY: Mapping[str, Family] = MappingProxyType(
             GO_TO,
             FOLLOW,
             TRAIL,
+            WAYMARK,
         )
     }
 )
 FAMILIES = tuple(REGISTRY)
 # The families a draw of "any family" picks from: every one but go_to, the bottom rung of the
-# forge's curriculum, which is asked for by name (or proposed by the forge), follow and trail.
+# forge's curriculum, which is asked for by name (or proposed by the forge), follow, trail and
+# waymark.
 DRAWN_FAMILIES = tuple(name for name, family in REGISTRY.items() if family.drawn)
 
 

@@ -80,6 +80,11 @@ class Family(ABC):
         most families show nothing beyond the place itself."""
         return None
 
+    def lead(self, world: World, p: Params, avatar_id: str) -> str | None:
+        """An admissible action the world lists first at each of the task's decisions (a
+        waymark's signposted move), or None: most families keep the engine's order."""
+        return None
+
     def goal_of(self, p: Params) -> Goal:
         """The goal check for these parameters, as the planning library takes it."""
         return lambda world, avatar_id: self.goal(world, p, avatar_id)

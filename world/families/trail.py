@@ -12,6 +12,13 @@ shows one move at a time.
 
 Like go_to it is asked for by name, never drawn for "any family"; its parameters, difficulty
 (``hops``), step budget (2 × hops) and neighbours are go_to's.
+
+waymark: a trail whose signposted move is also listed first among the admissible actions. A
+policy that reads the signpost gains nothing from it; one that cannot yet (the cold tiny policy
+does not learn to in thousands of perfectly rewarded decisions, ``bench/step_ceiling.py``)
+can still learn each step's right move by its place in the list, so the step is learnable while
+its chain, at random, stays as rare as a trail's: the rung ``waymark_4`` asks whether step credit
+teaches a learnable step faster than outcomes do.
 """
 
 from __future__ import annotations
@@ -32,18 +39,41 @@ class Trail(GoTo):
     def signpost(self, world: World, p: Params, avatar_id: str) -> str | None:
         """The first move of a shortest way from the avatar's place to the target (the
         oracle's, over the place graph alone); None at the target or where no way is known."""
-        avatar = avatar_or_none(world, avatar_id)
-        if avatar is None or avatar.place == p["place"]:
+        exit_label = _next_exit(world, p, avatar_id)
+        if exit_label is None:
             return None
-        snap = Snapshot.of(world, avatar_id, (p["place"],), things=False)
-        way = snap.path(avatar.place, p["place"])
-        if not way:
-            return None
-        return f"A signpost here reads: for the {p['place_name']}, go to {way[0]}."
+        return f"A signpost here reads: for the {p['place_name']}, go to {exit_label}."
+
+
+@dataclass(frozen=True, eq=False)
+class Waymark(Trail):
+    def lead(self, world: World, p: Params, avatar_id: str) -> str | None:
+        """The signposted move, listed first."""
+        exit_label = _next_exit(world, p, avatar_id)
+        return None if exit_label is None else f"go to {exit_label}"
+
+
+def _next_exit(world: World, p: Params, avatar_id: str) -> str | None:
+    """The exit a shortest way from the avatar's place to the target takes first (the
+    oracle's, over the place graph alone); None at the target or where no way is known."""
+    avatar = avatar_or_none(world, avatar_id)
+    if avatar is None or avatar.place == p["place"]:
+        return None
+    snap = Snapshot.of(world, avatar_id, (p["place"],), things=False)
+    way = snap.path(avatar.place, p["place"])
+    return way[0] if way else None
 
 
 TRAIL = Trail(
     name="trail",
+    params=GO_TO.params,
+    optional=GO_TO.optional,
+    drawn=False,
+    hopped=True,
+    reads_things=False,
+)
+WAYMARK = Waymark(
+    name="waymark",
     params=GO_TO.params,
     optional=GO_TO.optional,
     drawn=False,
