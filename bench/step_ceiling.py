@@ -17,8 +17,9 @@ Reports held-out p(right) as the updates go, by kind of decision (``winning``: t
 move reaches the goal; ``back``: it goes back where the last move came from; ``onward``: the
 rest), and against a rule that reads no signpost: take the first ``go to`` listed. The
 ``--order`` of the listed actions is the world's, shuffled for each decision, or the world's
-with the signposted move put first (a rule the policy can learn by position alone). Writes
-``step-ceiling.json`` into ``--out`` (default ``docs/benchmarks``)::
+with the signposted move put first (a rule the policy can learn by position alone, as the
+``waymark`` family lists it). Writes its figures into ``step-ceiling.json`` in ``--out``
+(default ``docs/benchmarks``) under ``runs``, one run per order (a run replaces its order's)::
 
     .venv/bin/python bench/step_ceiling.py                     # some 5 minutes on 2 cores
     .venv/bin/python bench/step_ceiling.py --order shuffled
@@ -156,7 +157,7 @@ def record(seed: int, n: int, follow: float, order: str) -> list[Decision]:
             history.append(Turn(action, taken.result.observation))
             episode, observation = taken.episode, taken.result.observation
             admissible = list(taken.result.admissible)
-    return out
+    return out[:n]
 
 
 class Policy:
@@ -284,7 +285,9 @@ def main() -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "step-ceiling.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    runs = kept.get("runs", {}) | {args.order: result}
+    path.write_text(json.dumps(provenance() | {"runs": runs}, indent=1) + "\n")
     print(f"wrote {path}")
     return 0
 

@@ -163,8 +163,8 @@ class Settings(BaseSettings):
         1,
         ge=1,
         le=100,
-        description="a begin asking for `go_to`, `follow` or `trail` that samples a fresh task "
-        "draws its hops uniformly in 1..N",
+        description="a begin asking for `go_to`, `follow`, `trail` or `waymark` that samples a "
+        "fresh task draws its hops uniformly in 1..N",
         json_schema_extra={"flag": "--go-to-hops"},
     )
     openenv_max_sessions: int = Field(
