@@ -349,7 +349,7 @@ def test_the_draw_follows_the_curriculum_down_to_go_to_near_the_avatar(
     assert seen[0] == "fresh" and set(seen) <= {"fresh", "pool", "trial"}, seen
 
 
-@pytest.mark.parametrize("family", ["go_to", "follow", "trail"])
+@pytest.mark.parametrize("family", ["go_to", "follow", "trail", "waymark"])
 def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path, family: str) -> None:
     proc = AppServer(
         f"sqlite:///{tmp_path / 'world.db'}", tmp_path / "data", **QUIET, BIGWORLD_GO_TO_HOPS="2"
@@ -363,6 +363,9 @@ def test_go_to_requests_sample_fresh_hops_up_to_the_setting(tmp_path: Path, fami
             start = _begin(ann, family=family)
             assert _draws(admin)[-1] == "fresh"
             assert start["task"]["family"] == family
+            if family == "waymark":  # the signposted move is listed first
+                move = start["observation"].rpartition(", go to ")[2].partition(".")[0]
+                assert start["admissible_actions"][0] == f"go to {move}", start
             hops.append(start["task"]["params"]["hops"])
             _fail(ann, start["episode_id"])
         assert set(hops) == {1, 2}, hops  # at most 2 hops, both drawn
