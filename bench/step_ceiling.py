@@ -33,6 +33,8 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,20 +88,12 @@ class Walks:
                 for y in range(-radius, radius + 1):
                     world.region(x, y)
 
-    def tx(self) -> Any:
-        return _Tx(World(self.backend))
-
-
-class _Tx:
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    def __enter__(self) -> World:
-        return self.world
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        if kind is None:
-            self.world.commit()
+    @contextmanager
+    def tx(self) -> Iterator[World]:
+        """One transaction: a fresh World over the backend, committed on leaving."""
+        world = World(self.backend)
+        yield world
+        world.commit()
 
 
 def signposted_move(world: World, task: tasks.Task) -> str | None:
