@@ -56,9 +56,10 @@ from agents.prompts import Turn, policy_prompt, rank_completion  # noqa: E402
 from agents.train.config import TrainConfig  # noqa: E402
 from agents.train.learner import Learner, Sample  # noqa: E402
 from agents.train.rewards import EPS, standardise  # noqa: E402
-from world import episodes, tasks  # noqa: E402
+from world import episodes  # noqa: E402
 from world.episodes import Episode  # noqa: E402
 from world.errors import TaskError  # noqa: E402
+from world.families.trail import WAYMARK  # noqa: E402
 from world.sampling import sample_task  # noqa: E402
 from world.state import ORIGIN, MemoryBackend, World  # noqa: E402
 
@@ -96,11 +97,6 @@ class Walks:
         world.commit()
 
 
-def signposted_move(world: World, task: tasks.Task) -> str | None:
-    sign = tasks.signpost(world, task, AVATAR)
-    return None if sign is None else sign.rpartition(", ")[2].removesuffix(".")
-
-
 def record(seed: int, n: int, follow: float, order: str) -> list[Decision]:
     """``n`` decisions of trail walks in a world of ``seed``, listed in ``order``."""
     walks, rng, out, key = Walks(seed), random.Random(seed), [], 0
@@ -120,7 +116,7 @@ def record(seed: int, n: int, follow: float, order: str) -> list[Decision]:
         came_from: str | None = None
         for index in range(1, episode.budget + 1):
             with walks.tx() as world:
-                move = signposted_move(world, task)
+                move = WAYMARK.lead(world, task.params, AVATAR)  # a trail's signposted move
                 here = world.avatar(AVATAR).place
                 target = world.place(here).exits.get((move or "").removeprefix(MOVE))
                 goal = target is not None and world.place(target).name == task.params["place_name"]
