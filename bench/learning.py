@@ -57,7 +57,7 @@ goal) over those windows, all of them and split one move from the goal or farthe
 share of moves that went straight back where the last move came from (each share's difference
 against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
-plan distance) in the first and second half, and for each way of grouping rollouts how often
+plan distance) per version over the whole run, and for each way of grouping rollouts how often
 the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
 gives the cleaner signal; ``ARM@KEY`` arms show which learns faster), and for each trained
 arm where its trainer's settings put their credit, by kind of move (the winning move, moves
@@ -467,7 +467,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
     try:
         admin = BigWorldClient(server.url, server.admin_token)
         started = time.monotonic()
-        sampling = Sampling(temperature=args.temperature, max_new_tokens=24, seed=args.seed)
+        sampling = Sampling(args.judge_temperature, max_new_tokens=24, seed=args.seed)
         for i, (player, token) in enumerate(sorted(start.players.items())):
             model = TransformersModel(start.policy, version="init", device="cpu")
             runner = TimedRunner(
@@ -526,9 +526,12 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             stops.append(trainer.stop)
             threads.append(start_thread(lambda: trainer.run(progress=False)))
         deadline = started + args.minutes * 60
-        while time.monotonic() < deadline:
-            time.sleep(min(30.0, max(0.0, deadline - time.monotonic())))
-            print(f"{name}: {time.monotonic() - started:5.0f}s {_line(played.rows)}", flush=True)
+        shown = started
+        while time.monotonic() < deadline and not _updated(trainer, args.updates):
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+            if time.monotonic() - shown >= 30.0:
+                shown = time.monotonic()
+                print(f"{name}: {shown - started:5.0f}s {_line(played.rows)}", flush=True)
         for stop in stops:
             stop.set()
         for thread in threads:
@@ -563,6 +566,17 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         "forged": forged,
         **inspected,
     }
+
+
+def budget(args: argparse.Namespace) -> str:
+    """An arm's budget in words: its minutes, and its updates where ``--updates`` caps it."""
+    minutes = f"{args.minutes:g} minutes"
+    return minutes if args.updates is None else f"{args.updates} updates (at most {minutes})"
+
+
+def _updated(trainer: Trainer | None, updates: int | None) -> bool:
+    """Whether a trained arm has made its budget of updates (``--updates``)."""
+    return updates is not None and trainer is not None and len(trainer.history) >= updates
 
 
 def forge_figures(admin: BigWorldClient) -> dict[str, Any]:
@@ -708,6 +722,12 @@ def main() -> int:
     parser.add_argument("--rung", choices=list(RUNGS), default="go_to", help="the ladder's rung")
     parser.add_argument("--minutes", type=float, default=10.0, help="wall time per arm")
     parser.add_argument(
+        "--updates",
+        type=int,
+        help="a trained arm also stops once its trainer has made this many updates (a budget "
+        "that a slow machine does not cut short; --minutes still caps it)",
+    )
+    parser.add_argument(
         "--arms",
         nargs="+",
         metavar="ARM",
@@ -775,6 +795,13 @@ def main() -> int:
     parser.add_argument(
         "--judge-bc-steps", type=int, default=300, help="--warm-judge: its training steps"
     )
+    parser.add_argument(
+        "--judge-temperature",
+        type=float,
+        default=1.0,
+        help="the reward model's votes: drawn from softmax(scores / T) of its two verdicts "
+        "(above 0: consistency training learns from the spread of a step's votes)",
+    )
     parser.add_argument("--bc-lr", type=float, default=1e-3)
     parser.add_argument("--lr", type=float, default=TrainConfig.lr, help="RL learning rate")
     parser.add_argument(
@@ -818,7 +845,7 @@ def main() -> int:
         help="most samples an update trains on (every arm); caps the optimiser steps with them",
     )
     parser.add_argument(
-        "--temperature", type=float, default=1.0, help="rank-mode sampling (1: the softmax)"
+        "--temperature", type=float, default=1.0, help="the policy's rank-mode sampling"
     )
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
@@ -834,6 +861,8 @@ def main() -> int:
         help="folder for learning.json and learning.png (default: docs/benchmarks)",
     )
     args = parser.parse_args()
+    if args.judge_temperature <= 0:
+        parser.error("--judge-temperature must be above 0: votes all alike train nothing")
     args.families, _, cold = RUNGS[args.rung]
     args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()
@@ -861,7 +890,7 @@ def main() -> int:
         **provenance(),
         "headline": {
             "order": HEADLINE_ORDER,
-            "label": f"Learning, rung {args.rung}: {args.minutes:g} minutes an arm",
+            "label": f"Learning, rung {args.rung}: {budget(args)} an arm",
             "figure": headline(summaries, args.window, verdicts),
             "page": "docs/benchmarks/learning.md",
         },
@@ -905,8 +934,14 @@ def main() -> int:
             print(f"{s['arm']}: episodes' flow {json.dumps(s['flow'])}")
         if s["forge"]:
             print(f"{s['arm']}: the forge {json.dumps(s['forge'])}")
-        if s["reward_accuracy"]:
-            print(f"{s['arm']}: reward model's step accuracy by version {s['reward_accuracy']}")
+        for i, seed in enumerate(s.get("per_seed") or [s]):
+            if seed["reward_accuracy"]:
+                accuracy = json.dumps(
+                    {v: [a, seed["reward_votes"][v]] for v, a in seed["reward_accuracy"].items()}
+                )
+                print(
+                    f"{s['arm']}: reward model's step accuracy by version, seed {i + 1}: {accuracy}"
+                )
         signal = {
             key: f"kept {g['kept']}, sign agrees {cell(g['agree'])}"
             for key, g in s["grouping_signal"].items()

@@ -36,25 +36,29 @@ def inspect_steps(
     admin: BigWorldClient, policy: Path, config: TrainConfig | None, episodes: int = 200
 ) -> dict[str, Any]:
     """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
-    episodes, the reward model's step accuracy per version: the share of its votes that
-    agree with the oracle's verdict on the step (:func:`progress`), and where the arm's
+    episodes, the reward model's step accuracy per version over every ended episode (every
+    version that judged, from the first): the share of its votes that agree with the oracle's
+    verdict on the step (:func:`progress`), and over the latest ``episodes`` where the arm's
     trainer (``config``; None: the arm learns nothing) puts its credit (:func:`credit_by_move`)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
-    details = [admin.episode(row["id"]) for row in ended[-episodes:]]
-    for detail in details:
+    details = [admin.episode(row["id"]) for row in ended]
+    latest = details[-episodes:]
+    for detail in latest:
         offered = [detail["admissible_actions"]] + [
             s["admissible_actions"] for s in detail["steps"]
         ]
-        votes = defaultdict(list)
-        for j in detail["judgments"]:
-            votes[j["step"]].append(j)
-        truths = progress(detail)
         for step, admissible in zip(detail["steps"], offered, strict=False):
             if step.get("prompt"):
                 tokens.append(len(tokenizer(step["prompt"]).input_ids))
                 candidates.append(len(admissible))
+    for detail in details:
+        votes = defaultdict(list)
+        for j in detail["judgments"]:
+            votes[j["step"]].append(j)
+        truths = progress(detail)
+        for step in detail["steps"]:
             truth = truths.get(step["step"])
             if truth is not None:
                 for j in votes[step["step"]][:VOTES]:
@@ -64,10 +68,19 @@ def inspect_steps(
     return {
         "prompt_tokens": _percentiles(tokens),
         "candidates": _percentiles(candidates),
-        "reward_accuracy": {v: round(a / n, 3) for v, (a, n) in sorted(agree.items()) if n},
-        "grouping_signal": grouping_signal(details),
-        "credit_by_move": credit_by_move(details, config) if config is not None else {},
+        "reward_accuracy": {
+            v: round(a / n, 3) for v, (a, n) in sorted(agree.items(), key=_version_order) if n
+        },
+        "reward_votes": {v: n for v, (_, n) in sorted(agree.items(), key=_version_order) if n},
+        "grouping_signal": grouping_signal(latest),
+        "credit_by_move": credit_by_move(latest, config) if config is not None else {},
     }
+
+
+def _version_order(item: tuple[str, Any]) -> tuple[int, str]:
+    """Versions in the order they were published: numbered ones by number, others first."""
+    version = item[0]
+    return (int(version), "") if version.isdigit() else (-1, version)
 
 
 def _verdicts(detail: dict[str, Any]) -> Iterator[tuple[int, int | None, int]]:
@@ -330,6 +343,7 @@ def summarise(
         "prompt_tokens": result["prompt_tokens"],
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],
+        "reward_votes": result["reward_votes"],
         "grouping_signal": result["grouping_signal"],
         "credit_by_move": result["credit_by_move"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
@@ -394,6 +408,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     *(f"last_{key}" for key in STEP_SHARES),
                     "per_distance",
                     "reward_accuracy",
+                    "reward_votes",
                     "credit_by_move",
                     "forge",
                 )

@@ -62,7 +62,7 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
             {"t": i, "success": False, "family": "go_to", **toward_goal(e), **turned_back(e)}
             for i, e in enumerate(episodes)
         ]
-        figures = {"prompt_tokens": {}, "candidates": {}, "reward_accuracy": {}}
+        figures = {"prompt_tokens": {}, "candidates": {}, "reward_accuracy": {}, "reward_votes": {}}
         return {
             "arm": "outcome_only",
             "episodes": rows,
