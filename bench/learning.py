@@ -939,9 +939,9 @@ def main() -> int:
                 accuracy = json.dumps(
                     {v: [a, seed["reward_votes"][v]] for v, a in seed["reward_accuracy"].items()}
                 )
-                print(
-                    f"{s['arm']}: reward model's step accuracy by version, seed {i + 1}: {accuracy}"
-                )
+                by_step = json.dumps(seed["reward_by_step"])
+                print(f"{s['arm']}, seed {i + 1}: the reward model's step accuracy [and votes]")
+                print(f"  by version {accuracy}; on good, bad, failures' good steps {by_step}")
         signal = {
             key: f"kept {g['kept']}, sign agrees {cell(g['agree'])}"
             for key, g in s["grouping_signal"].items()

@@ -41,7 +41,7 @@ def inspect_steps(
     verdict on the step (:func:`progress`), and over the latest ``episodes`` where the arm's
     trainer (``config``; None: the arm learns nothing) puts its credit (:func:`credit_by_move`)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
-    tokens, candidates, agree = [], [], defaultdict(lambda: [0, 0])
+    tokens, candidates = [], []
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
     details = [admin.episode(row["id"]) for row in ended]
     latest = details[-episodes:]
@@ -53,27 +53,45 @@ def inspect_steps(
             if step.get("prompt"):
                 tokens.append(len(tokenizer(step["prompt"]).input_ids))
                 candidates.append(len(admissible))
+    return {
+        "prompt_tokens": _percentiles(tokens),
+        "candidates": _percentiles(candidates),
+        **judge_accuracy(details),
+        "grouping_signal": grouping_signal(latest),
+        "credit_by_move": credit_by_move(latest, config) if config is not None else {},
+    }
+
+
+def judge_accuracy(details: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The reward model's votes against the oracle's verdicts (:func:`progress`), per version:
+    the share that agree (``reward_accuracy``), how many were counted (``reward_votes``), and
+    the share that agree on the steps the oracle calls good, on those it calls bad, and on the
+    good steps of episodes that failed, where consistency with the outcome pulls the other
+    way (``reward_by_step``)."""
+    cells: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for detail in details:
         votes = defaultdict(list)
         for j in detail["judgments"]:
             votes[j["step"]].append(j)
         truths = progress(detail)
+        failed = not any(step["success"] for step in detail["steps"])
         for step in detail["steps"]:
             truth = truths.get(step["step"])
-            if truth is not None:
-                for j in votes[step["step"]][:VOTES]:
-                    cell = agree[j["model_version"]]
+            if truth is None:
+                continue
+            kinds = ["all", "good" if truth > 0 else "bad"]
+            kinds += ["good_in_failures"] if truth > 0 and failed else []
+            for j in votes[step["step"]][:VOTES]:
+                for kind in kinds:
+                    cell = cells[j["model_version"]][kind]
                     cell[0] += j["score"] == truth
                     cell[1] += 1
+    versions = sorted(cells.items(), key=_version_order)
+    share = {v: {k: round(a / n, 3) for k, (a, n) in c.items() if n} for v, c in versions}
     return {
-        "prompt_tokens": _percentiles(tokens),
-        "candidates": _percentiles(candidates),
-        "reward_accuracy": {
-            v: round(a / n, 3) for v, (a, n) in sorted(agree.items(), key=_version_order) if n
-        },
-        "reward_votes": {v: n for v, (_, n) in sorted(agree.items(), key=_version_order) if n},
-        "grouping_signal": grouping_signal(latest),
-        "credit_by_move": credit_by_move(latest, config) if config is not None else {},
+        "reward_accuracy": {v: s.pop("all") for v, s in share.items()},
+        "reward_votes": {v: c["all"][1] for v, c in versions},
+        "reward_by_step": share,
     }
 
 
@@ -344,6 +362,7 @@ def summarise(
         "candidates": result["candidates"],
         "reward_accuracy": result["reward_accuracy"],
         "reward_votes": result["reward_votes"],
+        "reward_by_step": result["reward_by_step"],
         "grouping_signal": result["grouping_signal"],
         "credit_by_move": result["credit_by_move"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
@@ -409,6 +428,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     "per_distance",
                     "reward_accuracy",
                     "reward_votes",
+                    "reward_by_step",
                     "credit_by_move",
                     "forge",
                 )

@@ -13,6 +13,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))  # bench/ is no package
 from learning_figures import (  # noqa: E402
     credit_by_move,
+    judge_accuracy,
     move_kinds,
     pool,
     summarise,
@@ -62,7 +63,13 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
             {"t": i, "success": False, "family": "go_to", **toward_goal(e), **turned_back(e)}
             for i, e in enumerate(episodes)
         ]
-        figures = {"prompt_tokens": {}, "candidates": {}, "reward_accuracy": {}, "reward_votes": {}}
+        figures = {
+            "prompt_tokens": {},
+            "candidates": {},
+            "reward_accuracy": {},
+            "reward_votes": {},
+            "reward_by_step": {},
+        }
         return {
             "arm": "outcome_only",
             "episodes": rows,
@@ -177,3 +184,23 @@ def test_ranked_failed_groups_credit_the_moves_the_votes_call_good() -> None:
     # outcome only, a group that all failed gives no sample; unranked, neither does it
     assert credit_by_move(details, TrainConfig(mode="outcome_only")) == {}
     assert credit_by_move(details, TrainConfig(mode="integrated_frozen_rm")) == {}
+
+
+def test_the_judge_is_measured_on_good_and_bad_steps_and_on_the_good_steps_of_failures() -> None:
+    # a failed episode: 3 → 2 (good) → 3 (bad); a won one: 1 → goal (good)
+    failed, won = episode(3, [2, 3]), episode(1, [0], success=True)
+
+    def judged(detail: dict, version: str, scores: list[int]) -> dict:
+        votes = [
+            {"step": i + 1, "score": s, "model_version": version} for i, s in enumerate(scores)
+        ]
+        return {**detail, "judgments": votes}
+
+    # version 1 calls every step bad; version 2 gets them all right
+    figures = judge_accuracy(
+        [judged(failed, "1", [-1, -1]), judged(won, "1", [-1]), judged(failed, "2", [1, -1])]
+    )
+    assert figures["reward_accuracy"] == {"1": round(1 / 3, 3), "2": 1.0}
+    assert figures["reward_votes"] == {"1": 3, "2": 2}
+    assert figures["reward_by_step"]["1"] == {"good": 0.0, "bad": 1.0, "good_in_failures": 0.0}
+    assert figures["reward_by_step"]["2"] == {"good": 1.0, "bad": 1.0, "good_in_failures": 1.0}
