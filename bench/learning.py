@@ -602,15 +602,22 @@ def _end_with_parent(server: LiveServer) -> None:
 
 
 def run_arms(args: argparse.Namespace, work: Path, start: Start) -> dict[str, dict[str, Any]]:
-    """Every arm, one after another or (``--parallel``) all at once, each in a process of its
-    own (its agents and trainer would share one interpreter lock otherwise): then they share
-    the machine's load as it comes, which on a shared machine is the fairer comparison."""
-    if not args.parallel:
+    """Every arm, one after another or (``--parallel``) all at once or N at a time, each in a
+    process of its own (its agents and trainer would share one interpreter lock otherwise):
+    arms that run together share the machine's load as it comes, which on a shared machine is
+    the fairer comparison, so order ``--arms`` with each arm beside the one it is compared
+    with."""
+    if args.parallel is None:
         return {arm: run_arm(arm, args, work, start) for arm in args.arms}
     spawn = multiprocessing.get_context("spawn")  # no threads or torch state forked along
-    with ProcessPoolExecutor(len(args.arms), mp_context=spawn) as processes:
-        running = {arm: processes.submit(run_arm, arm, args, work, start) for arm in args.arms}
-        return {arm: future.result() for arm, future in running.items()}
+    at_once = args.parallel or len(args.arms)
+    results = {}
+    for i in range(0, len(args.arms), at_once):  # the next N start when the last N are done
+        arms = args.arms[i : i + at_once]
+        with ProcessPoolExecutor(len(arms), mp_context=spawn) as processes:
+            running = {arm: processes.submit(run_arm, arm, args, work, start) for arm in arms}
+            results |= {arm: future.result() for arm, future in running.items()}
+    return results
 
 
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -762,7 +769,13 @@ def main() -> int:
     )
     parser.add_argument("--agents", type=int, default=1, help="policy agents per family (cold)")
     parser.add_argument(
-        "--parallel", action="store_true", help="run the arms at the same time, not in turn"
+        "--parallel",
+        type=int,
+        nargs="?",
+        const=0,
+        metavar="N",
+        help="run the arms at the same time, not in turn: N at a time in --arms order (a pair "
+        "starts together and gets the same minutes; default: all of them at once)",
     )
     parser.add_argument(
         "--window", type=int, default=300, help="episodes in the first and last window"
@@ -861,6 +874,8 @@ def main() -> int:
         help="folder for learning.json and learning.png (default: docs/benchmarks)",
     )
     args = parser.parse_args()
+    if args.parallel is not None and args.parallel < 0:
+        parser.error("--parallel N: N arms at a time, N >= 1 (no N: all at once)")
     if args.judge_temperature <= 0:
         parser.error("--judge-temperature must be above 0: votes all alike train nothing")
     args.families, _, cold = RUNGS[args.rung]
