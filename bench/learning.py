@@ -722,7 +722,9 @@ def _line(rows: list[dict[str, Any]]) -> str:
 # --- main ------------------------------------------------------------------------------------
 
 
-def main() -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The bench's arguments; ``arguments().parse_args([])`` gives every setting's default
+    (``bench/trl_grpo.py`` runs this bench's arms with them)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -873,6 +875,11 @@ def main() -> int:
         default=ROOT / "docs" / "benchmarks",
         help="folder for learning.json and learning.png (default: docs/benchmarks)",
     )
+    return parser
+
+
+def main() -> int:
+    parser = arguments()
     args = parser.parse_args()
     if args.parallel is not None and args.parallel < 0:
         parser.error("--parallel N: N arms at a time, N >= 1 (no N: all at once)")

@@ -38,7 +38,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from learning import RUNGS, Start, _end_with_parent, prepare_cold, run_arm, serve  # noqa: E402
+from learning import (  # noqa: E402
+    RUNGS,
+    Start,
+    _end_with_parent,
+    arguments,
+    prepare_cold,
+    run_arm,
+    serve,
+)
 from learning_figures import cell, headline, inspect_steps, plot, summarise, verdict  # noqa: E402
 from results import provenance  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback  # noqa: E402
@@ -121,7 +129,7 @@ def run_trl_arm(args: argparse.Namespace, work: Path, start: Start) -> dict[str,
             trainer.train()
         finally:
             rollouts.close()
-        inspected = inspect_steps(admin, start.policy)
+        inspected = inspect_steps(admin, start.policy, None)  # no bigworld trainer: no credit
     finally:
         server.stop()
     rows = [
@@ -194,11 +202,10 @@ def main() -> int:
         default=ROOT / "docs" / "benchmarks",
         help="folder for trl.json and trl.png (default: docs/benchmarks)",
     )
-    args = parser.parse_args()
-    # bench/learning.py's settings for the go_to rung, cold start, so its arms run unchanged
-    args.rung, args.families = "go_to", RUNGS["go_to"][0]
-    args.step_budget, args.agents, args.hidden_size, args.layers = 40, 1, 128, 2
-    args.group_by, args.min_samples = TrainConfig.group_by, TrainConfig.min_samples
+    # bench/learning.py's settings (its defaults: the go_to rung, a cold start) with this
+    # bench's own, so that its arms run unchanged
+    args = argparse.Namespace(**{**vars(arguments().parse_args([])), **vars(parser.parse_args())})
+    args.families = RUNGS[args.rung][0]
     hf_logging.disable_progress_bar()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bigworld-trl-grpo-") as tmp:
