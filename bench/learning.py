@@ -103,6 +103,7 @@ from learning_figures import (  # noqa: E402
     inspect_steps,
     plot,
     pool,
+    rate_difference,
     summarise,
     toward_goal,
     turned_back,
@@ -537,7 +538,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
         for thread in threads:
             thread.join(timeout=120)
         backlog = len(list(admin.episodes(needs_votes=VOTES))) if judges is not None else 0
-        inspected = inspect_steps(admin, start.policy, config)
+        inspected = inspect_steps(admin, start.policy, config, judged=judges is not None)
         forged = forge_figures(admin) if forge else None
     finally:
         for stop in stops:  # an arm that failed must not leave its players stepping
@@ -647,9 +648,7 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if other is None or not s["last_window"] or not other["last_window"]:
             continue
         a, b = s["last_window"], other["last_window"]
-        d = unpaired_difference(
-            round(a["rate"] * a["n"]), a["n"], round(b["rate"] * b["n"]), b["n"]
-        )
+        d = rate_difference(a, b)
         says = "better" if d.low > 0 else "worse" if d.high < 0 else "no difference shown"
         row = {
             "arm": s["arm"],
@@ -664,9 +663,7 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # than it should be; a reading, not a verdict
             x, y = s.get(f"last_{key}"), other.get(f"last_{key}")
             if x and y:
-                c = unpaired_difference(
-                    round(x["rate"] * x["n"]), x["n"], round(y["rate"] * y["n"]), y["n"]
-                )
+                c = rate_difference(x, y)
                 row[f"{key}_difference"] = [
                     round(c.estimate, 4),
                     round(c.low, 4),

@@ -18,6 +18,7 @@ from agents.client import BigWorldClient
 from agents.train.config import GROUP_KEYS, TrainConfig
 from agents.train.data import NotReady, episode_from_detail
 from agents.train.rewards import configured_advantages, policy_advantages
+from world.stats import Difference, unpaired_difference
 from world.stats import wilson as wilson_interval
 
 VOTES = 3  # m: the first m judgments of a step count, as the trainer takes them
@@ -33,17 +34,22 @@ COLOURS = {
 
 
 def inspect_steps(
-    admin: BigWorldClient, policy: Path, config: TrainConfig | None, episodes: int = 200
+    admin: BigWorldClient,
+    policy: Path,
+    config: TrainConfig | None,
+    *,
+    judged: bool,
+    episodes: int = 200,
 ) -> dict[str, Any]:
     """Prompt tokens and candidates per step (p50, p95) over the latest ``episodes`` ended
-    episodes, the reward model's step accuracy per version over every ended episode (every
-    version that judged, from the first): the share of its votes that agree with the oracle's
-    verdict on the step (:func:`progress`), and over the latest ``episodes`` where the arm's
-    trainer (``config``; None: the arm learns nothing) puts its credit (:func:`credit_by_move`)."""
+    episodes, where the arm's trainer (``config``; None: the arm learns nothing) puts its
+    credit over them (:func:`credit_by_move`), and where a judge voted (``judged``) its step
+    accuracy per version over every ended episode (every version that judged, from the
+    first; :func:`judge_accuracy`)."""
     tokenizer = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     tokens, candidates = [], []
     ended = [r for r in admin.episodes(page_size=500) if r["status"] != "open"]  # oldest first
-    details = [admin.episode(row["id"]) for row in ended]
+    details = [admin.episode(row["id"]) for row in (ended if judged else ended[-episodes:])]
     latest = details[-episodes:]
     for detail in latest:
         offered = [detail["admissible_actions"]] + [
@@ -280,6 +286,13 @@ def wilson(wins: int, n: int) -> dict[str, float] | None:
     if low is None or high is None:
         return None
     return {"rate": round(wins / n, 4), "low": round(low, 4), "high": round(high, 4), "n": n}
+
+
+def rate_difference(a: dict[str, float], b: dict[str, float]) -> Difference:
+    """Rate ``a`` - rate ``b`` with its 95% interval (Newcombe's, unpaired), from two of
+    :func:`wilson`'s cells (their rate and episode count)."""
+    wins_a, wins_b = round(a["rate"] * a["n"]), round(b["rate"] * b["n"])
+    return unpaired_difference(wins_a, int(a["n"]), wins_b, int(b["n"]))
 
 
 def _rate(rows: list[dict[str, Any]]) -> dict[str, float] | None:

@@ -129,7 +129,8 @@ def run_trl_arm(args: argparse.Namespace, work: Path, start: Start) -> dict[str,
             trainer.train()
         finally:
             rollouts.close()
-        inspected = inspect_steps(admin, start.policy, None)  # no bigworld trainer: no credit
+        # no bigworld trainer puts credit, no judge votes
+        inspected = inspect_steps(admin, start.policy, None, judged=False)
     finally:
         server.stop()
     rows = [

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from world.stats import unpaired_difference
-
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "bench"))  # bench/ is no package
+from learning_figures import rate_difference  # noqa: E402
+
 UPDATES = 20
 WINDOW = 100
 
@@ -54,6 +55,5 @@ def test_the_oracles_step_votes_teach_a_cold_policy_waymark_4(tmp_path: Path) ->
     assert arm["episodes"] >= 2 * WINDOW  # two windows that do not overlap
     assert arm["flow"]["judged_episodes"] > 0
     first, last = arm["first_window"], arm["last_window"]
-    wins_first, wins_last = round(first["rate"] * first["n"]), round(last["rate"] * last["n"])
-    low = unpaired_difference(wins_last, int(last["n"]), wins_first, int(first["n"])).low
+    low = rate_difference(last, first).low
     assert low > 0, f"first {WINDOW} {first}, last {WINDOW} {last}: difference's low end {low:.3f}"

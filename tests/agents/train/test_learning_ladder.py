@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from world.stats import unpaired_difference
-
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "bench"))  # bench/ is no package
+from learning_figures import rate_difference  # noqa: E402
+
 # Wall time per arm. Four minutes learned on a machine at its usual speed (0.21 against 0.10),
 # and missed (0.12 against 0.085, the difference's low end -0.012) on 2026-12-07, when the
 # machine ran at a third of its usual speed (a no-op endpoint did 275-447 requests/s against
@@ -54,12 +55,5 @@ def test_outcome_only_learns_one_hop_go_to_from_a_cold_start(tmp_path: Path) -> 
     assert arms["frozen"]["updates"] == 0 and arms["outcome_only"]["updates"] > 0
     assert arms["outcome_only"]["episodes"] >= 400  # two windows that do not overlap
     last, frozen = arms["outcome_only"]["last_window"], arms["frozen"]["success"]
-    low = difference_low(last, frozen)
+    low = rate_difference(last, frozen).low
     assert low > 0, f"last 200 {last} against frozen {frozen}: difference's 95% low end {low:.3f}"
-
-
-def difference_low(a: dict[str, float], b: dict[str, float]) -> float:
-    """The lower end of the 95% interval of rate a - rate b (Newcombe's hybrid score interval),
-    from the rates and episode counts the bench writes."""
-    wins_a, wins_b = round(a["rate"] * a["n"]), round(b["rate"] * b["n"])
-    return unpaired_difference(wins_a, int(a["n"]), wins_b, int(b["n"])).low
