@@ -116,7 +116,7 @@ def record(seed: int, n: int, follow: float, order: str) -> list[Decision]:
         came_from: str | None = None
         for index in range(1, episode.budget + 1):
             with walks.tx() as world:
-                move = WAYMARK.lead(world, task.params, AVATAR)  # a trail's signposted move
+                move = WAYMARK.guide(world, task.params, AVATAR).lead  # the signposted move
                 here = world.avatar(AVATAR).place
                 target = world.place(here).exits.get((move or "").removeprefix(MOVE))
                 goal = target is not None and world.place(target).name == task.params["place_name"]

@@ -111,12 +111,12 @@ def _at_decision(
 ) -> engine.Observation:
     """``seen`` as the task's family shows it at a decision: its signpost after the text (a
     trail's), and the action it leads with listed first (a waymark's), where it has them."""
-    sign = tasks.signpost(world, task, avatar)
-    lead = tasks.lead(world, task, avatar)
+    guide = tasks.guide(world, task, avatar)
     admissible = seen.admissible
-    if lead in admissible:
-        admissible = (lead, *(a for a in admissible if a != lead))
-    return engine.Observation(seen.text if sign is None else f"{seen.text} {sign}", admissible)
+    if guide.lead in admissible:
+        admissible = (guide.lead, *(a for a in admissible if a != guide.lead))
+    text = seen.text if guide.sign is None else f"{seen.text} {guide.sign}"
+    return engine.Observation(text, admissible)
 
 
 def abandon(world: World, episode: Episode) -> Ending:

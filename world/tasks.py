@@ -19,6 +19,7 @@ from typing import Any
 
 from world.errors import TaskError
 from world.families import DRAWN_FAMILIES, get_family
+from world.families.family import Guide
 from world.state import World
 
 
@@ -114,13 +115,7 @@ def goal_met(world: World, task: Task, avatar_id: str) -> bool:
     return get_family(task.family).goal(world, task.params, avatar_id)
 
 
-def signpost(world: World, task: Task, avatar_id: str) -> str | None:
-    """What the task's family adds to the avatar's observation now (a trail's signpost), or
-    None. Changes nothing."""
-    return get_family(task.family).signpost(world, task.params, avatar_id)
-
-
-def lead(world: World, task: Task, avatar_id: str) -> str | None:
-    """The action the task's family lists first at a decision now (a waymark's signposted
-    move), or None. Changes nothing."""
-    return get_family(task.family).lead(world, task.params, avatar_id)
+def guide(world: World, task: Task, avatar_id: str) -> Guide:
+    """What the task's family shows at a decision now (a trail's signpost, a waymark's move
+    listed first). Changes nothing."""
+    return get_family(task.family).guide(world, task.params, avatar_id)

@@ -585,7 +585,7 @@ def test_trail_signposts_a_shortest_way_at_every_decision_even_after_a_wrong_mov
         assert taken.success and followed == left
         assert _signposted_move(taken.result.observation, name) is None
         with s.tx() as world:
-            assert tasks.signpost(world, task, "a") is None
+            assert tasks.guide(world, task, "a").sign is None
 
 
 def test_a_waymark_lists_the_signposted_move_first_and_keeps_the_rest_in_order(make_sim) -> None:
@@ -625,7 +625,8 @@ def test_families_other_than_trail_add_nothing_to_the_observation(sim) -> None:
     go = Task.make("go_to", {"place": BEDROOM, "place_name": "bedroom 1", "hops": 2})
     with sim.tx() as world:
         first = episodes.begin(world, "a", go, key=None, family="go_to", draw="fresh")
-        assert tasks.signpost(world, go, "a") is None and tasks.lead(world, go, "a") is None
+        guide = tasks.guide(world, go, "a")
+        assert guide.sign is None and guide.lead is None
     seen = sim.observe("a")
     assert first.text == seen.text + episodes.TASK_PROMPT + go.text
     assert first.admissible == seen.admissible

@@ -28,6 +28,18 @@ Spec = dict[str, Any]  # {"family": name, "params": {...}}, as world.tasks.Task.
 NOT_TARGETS = ("desk lamp", "floor lamp")  # capacity-one lamps make poor delivery targets
 
 
+@dataclass(frozen=True)
+class Guide:
+    """What a task shows at a decision: a sentence after the observation (``sign``, a trail's
+    signpost) and an admissible action listed first (``lead``, a waymark's signposted move)."""
+
+    sign: str | None = None
+    lead: str | None = None
+
+
+NO_GUIDE = Guide()
+
+
 @dataclass(frozen=True, eq=False)
 class Family(ABC):
     """One task family. A subclass implements the six methods below; an instance names the
@@ -74,16 +86,11 @@ class Family(ABC):
         """Specs one change away from ``p`` near the snapshot's avatar, harder and easier alike
         (the forge keeps those its estimate and the oracle put in the direction it wants)."""
 
-    def signpost(self, world: World, p: Params, avatar_id: str) -> str | None:
-        """A sentence the world adds to what the avatar doing the task sees at each of its
-        decisions (the first observation and every step that leaves the episode open), or None:
-        most families show nothing beyond the place itself."""
-        return None
-
-    def lead(self, world: World, p: Params, avatar_id: str) -> str | None:
-        """An admissible action the world lists first at each of the task's decisions (a
-        waymark's signposted move), or None: most families keep the engine's order."""
-        return None
+    def guide(self, world: World, p: Params, avatar_id: str) -> Guide:
+        """What the world shows the avatar doing the task at each of its decisions (the first
+        observation and every step that leaves the episode open) beyond the place itself:
+        most families show nothing."""
+        return NO_GUIDE
 
     def goal_of(self, p: Params) -> Goal:
         """The goal check for these parameters, as the planning library takes it."""

@@ -23,9 +23,9 @@ teaches a learnable step faster than outcomes do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from world.families.family import Params, avatar_or_none, where
+from world.families.family import NO_GUIDE, Guide, Params, avatar_or_none, where
 from world.families.go_to import GO_TO, GoTo
 from world.snapshot import Snapshot
 from world.state import World
@@ -36,32 +36,27 @@ class Trail(GoTo):
     def describe(self, p: Params) -> str:
         return f"follow the signposts to {where(p['place_name'], p.get('direction'))}"
 
-    def signpost(self, world: World, p: Params, avatar_id: str) -> str | None:
-        """The first move of a shortest way from the avatar's place to the target (the
-        oracle's, over the place graph alone); None at the target or where no way is known."""
-        exit_label = _next_exit(world, p, avatar_id)
-        if exit_label is None:
-            return None
-        return f"A signpost here reads: for the {p['place_name']}, go to {exit_label}."
+    def guide(self, world: World, p: Params, avatar_id: str) -> Guide:
+        """A signpost naming the first move of a shortest way from the avatar's place to the
+        target (the oracle's, over the place graph alone); none at the target or where no way
+        is known."""
+        avatar = avatar_or_none(world, avatar_id)
+        if avatar is None or avatar.place == p["place"]:
+            return NO_GUIDE
+        snap = Snapshot.of(world, avatar_id, (p["place"],), things=False)
+        way = snap.path(avatar.place, p["place"])
+        return self.guided(p, way[0]) if way else NO_GUIDE
+
+    def guided(self, p: Params, exit_label: str) -> Guide:
+        """What a decision shows where a shortest way leaves by ``exit_label``."""
+        return Guide(sign=f"A signpost here reads: for the {p['place_name']}, go to {exit_label}.")
 
 
 @dataclass(frozen=True, eq=False)
 class Waymark(Trail):
-    def lead(self, world: World, p: Params, avatar_id: str) -> str | None:
-        """The signposted move, listed first."""
-        exit_label = _next_exit(world, p, avatar_id)
-        return None if exit_label is None else f"go to {exit_label}"
-
-
-def _next_exit(world: World, p: Params, avatar_id: str) -> str | None:
-    """The exit a shortest way from the avatar's place to the target takes first (the
-    oracle's, over the place graph alone); None at the target or where no way is known."""
-    avatar = avatar_or_none(world, avatar_id)
-    if avatar is None or avatar.place == p["place"]:
-        return None
-    snap = Snapshot.of(world, avatar_id, (p["place"],), things=False)
-    way = snap.path(avatar.place, p["place"])
-    return way[0] if way else None
+    def guided(self, p: Params, exit_label: str) -> Guide:
+        """A trail's signpost, and its move listed first."""
+        return replace(super().guided(p, exit_label), lead=f"go to {exit_label}")
 
 
 TRAIL = Trail(
