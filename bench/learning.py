@@ -86,6 +86,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,7 @@ from agents.backends import Sampling, TransformersModel  # noqa: E402
 from agents.client import BigWorldClient  # noqa: E402
 from agents.models.tiny import KINDS, ModelSpec, init_model  # noqa: E402
 from agents.policy_agent import (  # noqa: E402
+    Decision,
     ExpertPolicy,
     ExplorerPolicy,
     ModelPolicy,
@@ -341,14 +343,38 @@ def prepare_cold(args: argparse.Namespace, work: Path) -> Start:
     return Start(world, players, models["policy"], models["reward"], figures)
 
 
+class Stumbling:
+    """The oracle's action with probability ``p``, else one at random: the states and the
+    mix of good and bad steps of a policy partly trained (a walk at random seldom gets far
+    enough along a task's way to show the steps that come later)."""
+
+    has_weights = False
+
+    def __init__(self, expert: ExpertPolicy, p: float, seed: int) -> None:
+        self.expert, self.p = expert, p
+        self.random = RandomPolicy(seed)
+        self.rng = random.Random(seed)
+        self.version = f"stumbling-{p}"
+
+    def decide(self, episode_id: int | str, prompt: str, admissible: Sequence[str]) -> Decision:
+        if self.rng.random() < self.p:
+            return self.expert.decide(episode_id, prompt, admissible)
+        return self.random.decide(episode_id, prompt, admissible)
+
+    def reload(self, path: Path, version: str) -> None:
+        """Scripted: no weights."""
+
+
 def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, dict[str, Any]]:
     """A cold rung's judge, warm-started on the oracle's verdicts (``--warm-judge``). In a
-    world of its own (same seed: the arms' world is untouched) the scripted explorer and a
-    random agent play the rung's families; the oracle's plan distance labels every step (a
-    heuristic judge without noise); the tiny reward model learns to rank the oracle's verdict
-    first (rank loss, as the arms' judge scores its two verdicts) on nine tenths of the
-    episodes. Its step accuracy on the other tenth is reported before and after, beside the
-    share of good steps there (what always answering "good" scores)."""
+    world of its own (same seed: the arms' world is untouched) the scripted explorer, a random
+    agent and, with ``--judge-stumbling P``, an agent that takes the oracle's action with
+    probability P (else one at random) play the rung's families; the oracle's plan distance
+    labels every step (a heuristic judge without noise); the tiny reward model learns to rank
+    the oracle's verdict first (rank loss, as the arms' judge scores its two verdicts) on nine
+    tenths of the episodes. Its step accuracy on the other tenth is reported before and after,
+    overall and on the good and the bad steps apart, beside the share of good steps there
+    (what always answering "good" scores)."""
     started = time.monotonic()
     env = {"BIGWORLD_RECORD_DISTANCE": "true", "BIGWORLD_FORGE_ENABLED": "false"}
     server = serve(work / "judge-world", args, **env)
@@ -356,8 +382,14 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
     labelled: dict[int, list[Choice]] = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
+        expert = ExpertPolicy(
+            BigWorldClient(server.url, admin.create_agent("judge-expert", "trainer").token)
+        )
+        players: list[Any] = [ExplorerPolicy(args.seed), RandomPolicy(args.seed)]
+        if args.judge_stumbling:
+            players.append(Stumbling(expert, args.judge_stumbling, args.seed))
         for family in args.families:
-            for i, policy in enumerate((ExplorerPolicy(args.seed), RandomPolicy(args.seed))):
+            for i, policy in enumerate(players):
                 token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
                 _play(server.url, token, policy, family, args.demos)
         oracle = BigWorldClient(server.url, admin.create_agent("judge-oracle", "reward").token)
@@ -380,7 +412,16 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
     random.Random(args.seed).shuffle(train)
     config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
     learner = Learner(init, config, lr=args.bc_lr, version="init", resolve=lambda v: None)
-    before = rank_accuracy(learner, held_out)
+    good = [c for c in held_out if c.chosen == 0]  # VERDICT_SCORES[0]: a good step
+    bad = [c for c in held_out if c.chosen != 0]
+
+    def accuracy() -> dict[str, float]:
+        return {
+            name: round(rank_accuracy(learner, steps), 3)
+            for name, steps in (("all", held_out), ("good", good), ("bad", bad))
+        }
+
+    before = accuracy()
     clock, losses = time.monotonic(), []
     for k in range(args.judge_bc_steps if train else 0):
         batch = [train[(k * 16 + i) % len(train)] for i in range(16)]
@@ -388,11 +429,10 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
     figures = {
         "judge_labelled_steps": len(train),
         "judge_heldout_steps": len(held_out),
-        "judge_heldout_good_share": round(
-            sum(c.chosen == 0 for c in held_out) / max(1, len(held_out)), 3
-        ),
-        "judge_heldout_accuracy_before": round(before, 3),
-        "judge_heldout_accuracy_after": round(rank_accuracy(learner, held_out), 3),
+        "judge_heldout_good_share": round(len(good) / max(1, len(held_out)), 3),
+        "judge_heldout_accuracy_before": before["all"],
+        "judge_heldout_accuracy_after": (after := accuracy())["all"],
+        "judge_heldout_by_step": {"before": before, "after": after},
         "judge_bc_loss": [round(losses[0], 4), round(losses[-1], 4)] if losses else [],
         "judge_bc_s": round(time.monotonic() - clock, 1),
         "judge_prepare_s": round(time.monotonic() - started, 1),
@@ -806,6 +846,13 @@ def arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--judge-bc-steps", type=int, default=300, help="--warm-judge: its training steps"
+    )
+    parser.add_argument(
+        "--judge-stumbling",
+        type=float,
+        default=0.0,
+        help="--warm-judge: also the steps of an agent that takes the oracle's action with "
+        "this probability, else one at random (--demos episodes; 0: none)",
     )
     parser.add_argument(
         "--judge-temperature",
