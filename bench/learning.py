@@ -126,12 +126,14 @@ from agents.policy_agent import (  # noqa: E402
     RandomPolicy,
     RunnerConfig,
 )
-from agents.prompts import VERDICTS as VERDICT_SCORES  # noqa: E402
-from agents.prompts import verdict_completion  # noqa: E402
 from agents.reward_agent import HeuristicJudge, ModelJudge, RewardConfig, RewardRunner  # noqa: E402
 from agents.train.checkpoints import save_checkpoint  # noqa: E402
 from agents.train.config import GROUP_KEYS, TrainConfig  # noqa: E402
-from agents.train.data import episode_from_detail  # noqa: E402
+from agents.train.data import (  # noqa: E402
+    episode_from_detail,
+    verdict_choice,
+    write_labelled_steps,
+)
 from agents.train.exact import ExactGroups  # noqa: E402
 from agents.train.learner import (  # noqa: E402
     Choice,
@@ -234,6 +236,7 @@ class Start:
     policy: Path
     reward: Path
     figures: dict[str, Any]
+    labels: Path | None = None  # --warm-judge: the judge's labelled steps (--judge-anchor)
 
 
 def prepare(args: argparse.Namespace, work: Path) -> Start:
@@ -337,10 +340,11 @@ def prepare_cold(args: argparse.Namespace, work: Path) -> Start:
     models = {kind: init_model(kind, work / f"start-{kind}", _spec(args)) for kind in KINDS}
     figures: dict[str, Any] = {"families": args.families, "cold_start": True}
     figures["agents"] = len(players)
+    labels = None
     if args.warm_judge:
-        models["reward"], judged = warm_judge(args, work, models["reward"])
+        models["reward"], labels, judged = warm_judge(args, work, models["reward"])
         figures |= judged
-    return Start(world, players, models["policy"], models["reward"], figures)
+    return Start(world, players, models["policy"], models["reward"], figures, labels)
 
 
 class Stumbling:
@@ -365,7 +369,9 @@ class Stumbling:
         """Scripted: no weights."""
 
 
-def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, dict[str, Any]]:
+def warm_judge(
+    args: argparse.Namespace, work: Path, init: Path
+) -> tuple[Path, Path, dict[str, Any]]:
     """A cold rung's judge, warm-started on the oracle's verdicts (``--warm-judge``). In a
     world of its own (same seed: the arms' world is untouched) the scripted explorer, a random
     agent and, with ``--judge-stumbling P``, an agent that takes the oracle's action with
@@ -374,11 +380,11 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
     the oracle's verdict first (rank loss, as the arms' judge scores its two verdicts) on nine
     tenths of the episodes. Its step accuracy on the other tenth is reported before and after,
     overall and on the good and the bad steps apart, beside the share of good steps there
-    (what always answering "good" scores)."""
+    (what always answering "good" scores). Returns the judge's checkpoint, its training steps
+    (labelled, for ``--judge-anchor``) and its figures."""
     started = time.monotonic()
     env = {"BIGWORLD_RECORD_DISTANCE": "true", "BIGWORLD_FORGE_ENABLED": "false"}
     server = serve(work / "judge-world", args, **env)
-    verdicts = tuple(verdict_completion(v) for v in VERDICT_SCORES)
     labelled: dict[int, list[Choice]] = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
@@ -400,7 +406,7 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
             episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
             if episode is not None:
                 labelled[episode.rollout.episode_id] = [
-                    Choice(step.reward_prompt, verdicts, VERDICT_SCORES.index(step.votes[0].score))
+                    verdict_choice(step.reward_prompt, step.votes[0].score)
                     for step in episode.steps
                     if step.votes and step.votes[0].score
                 ]
@@ -440,7 +446,9 @@ def warm_judge(args: argparse.Namespace, work: Path, init: Path) -> tuple[Path, 
     path = save_checkpoint(
         learner.model, learner.tokenizer, work, "start-judge", 0, {"bc_steps": len(losses)}
     )
-    return path, figures
+    labels = work / "judge-labels.jsonl"
+    write_labelled_steps(labels, train)
+    return path, labels, figures
 
 
 def _spec(args: argparse.Namespace) -> ModelSpec:
@@ -471,7 +479,8 @@ def _json(start: Start) -> dict[str, Any]:
 def _kept(folder: Path) -> Start:
     body = json.loads((folder / "start.json").read_text())
     paths = {k: Path(body[k]) for k in ("world", "policy", "reward")}
-    return Start(players=body["players"], figures=body["figures"], **paths)
+    labels = Path(body["labels"]) if body.get("labels") else None
+    return Start(players=body["players"], figures=body["figures"], labels=labels, **paths)
 
 
 def _short(vote: Any) -> str:
@@ -538,6 +547,9 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             threads.append(start_thread(judges.run))
         if mode is not None:
             token = admin.create_agent("arm-trainer", "trainer").token
+            anchored = (
+                bool(args.judge_anchor) and mode == "integrated_rm" and start.labels is not None
+            )
             config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
@@ -554,6 +566,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 seed=args.seed,
                 exact_groups=args.exact_groups if exact else 0,
                 exact_family=args.families[0] if exact and len(args.families) == 1 else None,
+                reward_anchor=str(start.labels) if anchored else None,
+                reward_anchor_batch=args.judge_anchor or TrainConfig.reward_anchor_batch,
             )
             player = start.players[sorted(start.players)[0]]  # exact groups start where it stands
             trainer = Trainer(
@@ -855,6 +869,14 @@ def arguments() -> argparse.ArgumentParser:
         "this probability, else one at random (--demos episodes; 0: none)",
     )
     parser.add_argument(
+        "--judge-anchor",
+        type=int,
+        default=0,
+        help="--warm-judge, arms that train the judge: each of its updates also takes a "
+        "rank-loss step on this many of its warm start's labelled steps "
+        "(TrainConfig.reward_anchor; not the paper's objective; 0: consistency alone)",
+    )
+    parser.add_argument(
         "--judge-temperature",
         type=float,
         default=1.0,
@@ -929,6 +951,8 @@ def main() -> int:
         parser.error("--parallel N: N arms at a time, N >= 1 (no N: all at once)")
     if args.judge_temperature <= 0:
         parser.error("--judge-temperature must be above 0: votes all alike train nothing")
+    if args.judge_anchor < 0 or (args.judge_anchor and not args.warm_judge):
+        parser.error("--judge-anchor N: N >= 1 labelled steps an update, with --warm-judge")
     args.families, _, cold = RUNGS[args.rung]
     args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()

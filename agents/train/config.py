@@ -95,6 +95,14 @@ class TrainConfig:
         -1.0, "a generated answer that did not parse chose nothing"
     )
     unparseable_vote_reward: float = option(-2.0, "consistency reward of a vote that did not parse")
+    # Consistency alone is the paper's objective; an anchor adds supervision it does not have.
+    reward_anchor: str | None = option(
+        None,
+        'integrated_rm: a file of labelled steps, a JSON object a line ({"prompt": a reward '
+        'prompt, "verdict": 1 or -1}); each reward-model update also takes a rank-loss step '
+        "on reward_anchor_batch of them, so the judge keeps what they teach",
+    )
+    reward_anchor_batch: int = option(16, "labelled steps per anchoring step")
     max_prompt_tokens: int = option(
         2048, "longer prompts keep their end (actions and the question)"
     )
@@ -171,6 +179,13 @@ class TrainConfig:
                     "exact_groups plays in forks, where no reward agent judges the steps: "
                     f"expected mode outcome_only, got {self.mode!r}"
                 )
+        if self.reward_anchor is not None and not self.trains_reward_model:
+            raise ValueError(
+                f"reward_anchor anchors a reward model in training: expected mode integrated_rm, "
+                f"got {self.mode!r}"
+            )
+        if self.reward_anchor_batch < 1:
+            raise ValueError(f"expected reward_anchor_batch >= 1, got {self.reward_anchor_batch}")
         if self.max_samples and self.max_samples < self.min_samples:
             raise ValueError(
                 f"expected max_samples 0 or >= min_samples, got {self.max_samples} "

@@ -9,8 +9,10 @@ machine reads the same history and resumes from its saved cursor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from agents.prompts import VERDICTS, rank_completion, reward_prompt, verdict_completion
@@ -82,6 +84,36 @@ class StepText:
         choice = self.choice
         ranked = choice is not None and choice.candidates[choice.chosen] == self.completion
         return ("rank" if ranked else "generate"), 1.0
+
+
+def verdict_choice(prompt: str, verdict: int) -> Choice:
+    """A step labelled ``verdict`` (±1) as a rank-mode decision between the judge's verdicts."""
+    if isinstance(verdict, bool) or verdict not in VERDICTS:
+        raise ValueError(f"expected a verdict in {VERDICTS}, got {verdict!r}")
+    return Choice(prompt, tuple(verdict_completion(v) for v in VERDICTS), VERDICTS.index(verdict))
+
+
+def write_labelled_steps(path: Path, steps: Iterable[Choice]) -> int:
+    """Labelled steps as JSON lines, ``{"prompt": a reward prompt, "verdict": 1 or -1}``
+    (what ``TrainConfig.reward_anchor`` reads); returns how many."""
+    lines = [json.dumps({"prompt": c.prompt, "verdict": VERDICTS[c.chosen]}) for c in steps]
+    path.write_text("".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def read_labelled_steps(path: Path) -> list[Choice]:
+    """The labelled steps of :func:`write_labelled_steps`' file; a line that is not one names
+    its number."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            out.append(verdict_choice(str(row["prompt"]), row["verdict"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}, line {number}: expected a labelled step ({exc})") from exc
+    if not out:
+        raise ValueError(f"{path}: no labelled steps")
+    return out
 
 
 def vote_choice(vote: Vote) -> tuple[tuple[str, ...], int] | None:

@@ -38,12 +38,14 @@ from agents.train.data import (
     StepText,
     Vote,
     expert_steps,
+    read_labelled_steps,
     vote_choice,
 )
 from agents.train.exact import ExactGroups
 from agents.train.learner import (
     Learner,
     Sample,
+    UpdateStats,
     rank_accuracy,
     rank_cross_entropy,
 )
@@ -134,6 +136,10 @@ class Trainer:
         self.learners: dict[str, Learner] = {}
         for kind in self.kinds:
             self.learners[kind] = self._learner(kind)
+        # labelled steps the reward model keeps ranking right (reward_anchor), taken in turn
+        self.anchor = (
+            read_labelled_steps(Path(config.reward_anchor)) if config.reward_anchor else []
+        )
         self.history: list[dict[str, float]] = []  # figures of each update, in order
 
     # -- versions ----------------------------------------------------------------------------
@@ -317,6 +323,7 @@ class Trainer:
             if (sample := self._policy_sample(by_id[a.episode_id].steps[a.step - 1], a.advantage))
         ]
         stats = {"policy": self.learners["policy"].ppo_update(samples)}
+        anchored: UpdateStats | None = None
         if cfg.trains_reward_model:
             votes, rm_tally = reward_model_advantages(
                 rollouts,
@@ -335,6 +342,8 @@ class Trainer:
                 and (v.temperature is None or v.temperature > 0)
             ]
             stats["reward"] = self.learners["reward"].ppo_update(rm_samples)
+            if self.anchor and stats["reward"].optimizer_steps:
+                anchored = self._anchor_step()
         for episode_id in by_id:
             self.waiting.pop(episode_id, None)
         seconds = time.perf_counter() - started
@@ -353,6 +362,8 @@ class Trainer:
         }
         if "reward" in stats:
             metrics.update(stats["reward"].as_metrics("rm_"))
+        if anchored is not None:
+            metrics["rm_anchor_loss"] = anchored.loss
         if self.exact is not None:
             metrics.update(self.exact.figures.as_metrics())
         # a reward model that learned nothing (no task in the accuracy window) keeps its version
@@ -391,6 +402,14 @@ class Trainer:
             temperature,
             completion_ids=step.completion_ids,
         )
+
+    def _anchor_step(self) -> UpdateStats:
+        """One rank-loss step of the reward model on the next reward_anchor_batch labelled
+        steps (in turn, from where the last update left off)."""
+        n = self.config.reward_anchor_batch
+        start = self.state.iteration * n
+        batch = [self.anchor[(start + i) % len(self.anchor)] for i in range(n)]
+        return rank_cross_entropy(self.learners["reward"], batch)
 
     def _vote_sample(self, step: StepText, vote: Vote, advantage: float) -> Sample:
         """A reward model's vote as it was sampled: a choice between the verdicts in rank

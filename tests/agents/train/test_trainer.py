@@ -16,9 +16,15 @@ import torch
 
 from agents.errors import UnreachableError
 from agents.models.tiny import load_model
-from agents.prompts import policy_prompt, rank_completion
+from agents.prompts import VERDICTS, policy_prompt, rank_completion, reward_prompt
 from agents.train.config import TrainConfig
-from agents.train.data import EpisodeFeed
+from agents.train.data import (
+    EpisodeFeed,
+    read_labelled_steps,
+    verdict_choice,
+    write_labelled_steps,
+)
+from agents.train.learner import rank_scores
 from agents.train.trainer import Trainer
 
 ACTIONS = ["go to countertop 1", "take mug 1 from countertop 1", "look"]
@@ -566,3 +572,59 @@ def test_a_trainer_on_an_empty_world_waits_with_a_progress_line(
     thread.join(timeout=30)
     assert not thread.is_alive() and t.history == []
     assert "waiting for rollouts to learn from: 0 episodes in 0 groups" in capsys.readouterr().out
+
+
+def test_an_anchored_reward_model_keeps_ranking_its_labelled_steps_as_labelled(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    # every step labelled "bad": consistency alone has no reason to rank these so
+    prompts = [
+        reward_prompt(policy_prompt("task a", [], "here", ACTIONS), rank_completion(k, a), a, "so")
+        for k, a in enumerate(ACTIONS, start=1)
+    ]
+    anchor = tmp_path / "labels.jsonl"
+    assert write_labelled_steps(anchor, [verdict_choice(p, -1) for p in prompts]) == 3
+    labelled = read_labelled_steps(anchor)
+    assert [(c.prompt, c.chosen) for c in labelled] == [(p, VERDICTS.index(-1)) for p in prompts]
+
+    def mean_logprob(t: Trainer) -> float:
+        learner = t.learners["reward"]
+        return sum(
+            float(torch.log_softmax(rank_scores(learner, c), dim=0)[c.chosen]) for c in labelled
+        ) / len(labelled)
+
+    figures = {}
+    for name, extra in (("plain", {}), ("anchored", {"reward_anchor": str(anchor)})):
+        server = FakeServer()
+        t = trainer(server, models, tmp_path / name, reward_anchor_batch=3, reward_lr=5e-3, **extra)
+        before = mean_logprob(t)
+        for _ in range(3):
+            server.add_round(t.learners["policy"].version)
+            metrics = t.run(iterations=1, progress=False)[-1]
+            assert metrics["rm_samples"] > 0
+            assert ("rm_anchor_loss" in metrics) == (name == "anchored")
+        figures[name] = mean_logprob(t) - before
+    # the same rounds, seed and weights: only the anchor's steps differ
+    # measured: +0.037 over plain (+0.022 in five rounds, +0.027 at the default rate)
+    assert figures["anchored"] > figures["plain"] + 0.01, figures
+    assert figures["anchored"] > 0, figures
+
+
+def test_labelled_steps_name_a_bad_line_and_an_anchor_needs_a_judge_in_training(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"prompt": "p", "verdict": 1}\n{"prompt": "q", "verdict": 0}\n')
+    with pytest.raises(ValueError, match="line 2: expected a labelled step"):
+        read_labelled_steps(path)
+    for bad in ('{"prompt": "p", "verdict": true}\n', '["p", 1]\n', "not json\n"):
+        path.write_text(bad)
+        with pytest.raises(ValueError, match="line 1"):
+            read_labelled_steps(path)
+    path.write_text("")
+    with pytest.raises(ValueError, match="no labelled steps"):
+        read_labelled_steps(path)
+    with pytest.raises(ValueError, match="expected mode integrated_rm, got 'outcome_only'"):
+        config(mode="outcome_only", reward_anchor=str(path))
+    with pytest.raises(ValueError, match="reward_anchor_batch >= 1"):
+        config(reward_anchor_batch=0)
