@@ -872,8 +872,8 @@ def arguments() -> argparse.ArgumentParser:
         "--judge-anchor",
         type=int,
         default=0,
-        help="--warm-judge, arms that train the judge: each of its updates also takes a "
-        "rank-loss step on this many of its warm start's labelled steps "
+        help="--warm-judge, arms that train the judge: after each consistency update it takes "
+        "as many rank-loss steps, each on this many of its warm start's labelled steps "
         "(TrainConfig.reward_anchor; not the paper's objective; 0: consistency alone)",
     )
     parser.add_argument(

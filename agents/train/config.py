@@ -99,8 +99,9 @@ class TrainConfig:
     reward_anchor: str | None = option(
         None,
         'integrated_rm: a file of labelled steps, a JSON object a line ({"prompt": a reward '
-        'prompt, "verdict": 1 or -1}); each reward-model update also takes a rank-loss step '
-        "on reward_anchor_batch of them, so the judge keeps what they teach",
+        'prompt, "verdict": 1 or -1}); each update of the reward model then takes as many '
+        "rank-loss steps as it took consistency steps, each on the next reward_anchor_batch "
+        "of them, so that it keeps what they teach",
     )
     reward_anchor_batch: int = option(16, "labelled steps per anchoring step")
     max_prompt_tokens: int = option(

@@ -140,6 +140,7 @@ class Trainer:
         self.anchor = (
             read_labelled_steps(Path(config.reward_anchor)) if config.reward_anchor else []
         )
+        self.anchor_at = 0  # the next labelled step an anchoring step takes
         self.history: list[dict[str, float]] = []  # figures of each update, in order
 
     # -- versions ----------------------------------------------------------------------------
@@ -343,7 +344,7 @@ class Trainer:
             ]
             stats["reward"] = self.learners["reward"].ppo_update(rm_samples)
             if self.anchor and stats["reward"].optimizer_steps:
-                anchored = self._anchor_step()
+                anchored = self._anchor_steps(stats["reward"].optimizer_steps)
         for episode_id in by_id:
             self.waiting.pop(episode_id, None)
         seconds = time.perf_counter() - started
@@ -403,13 +404,15 @@ class Trainer:
             completion_ids=step.completion_ids,
         )
 
-    def _anchor_step(self) -> UpdateStats:
-        """One rank-loss step of the reward model on the next reward_anchor_batch labelled
-        steps (in turn, from where the last update left off)."""
-        n = self.config.reward_anchor_batch
-        start = self.state.iteration * n
-        batch = [self.anchor[(start + i) % len(self.anchor)] for i in range(n)]
-        return rank_cross_entropy(self.learners["reward"], batch)
+    def _anchor_steps(self, n: int) -> UpdateStats:
+        """``n`` rank-loss steps of the reward model (as many as its consistency update took),
+        each on the next reward_anchor_batch labelled steps, taken in turn."""
+        size, losses = self.config.reward_anchor_batch, []
+        for _ in range(n):
+            batch = [self.anchor[(self.anchor_at + i) % len(self.anchor)] for i in range(size)]
+            self.anchor_at = (self.anchor_at + size) % len(self.anchor)
+            losses.append(rank_cross_entropy(self.learners["reward"], batch).loss)
+        return UpdateStats(samples=n * size, loss=sum(losses) / n, optimizer_steps=n)
 
     def _vote_sample(self, step: StepText, vote: Vote, advantage: float) -> Sample:
         """A reward model's vote as it was sampled: a choice between the verdicts in rank

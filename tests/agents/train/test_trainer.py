@@ -605,8 +605,8 @@ def test_an_anchored_reward_model_keeps_ranking_its_labelled_steps_as_labelled(
             assert ("rm_anchor_loss" in metrics) == (name == "anchored")
         figures[name] = mean_logprob(t) - before
     # the same rounds, seed and weights: only the anchor's steps differ
-    # measured: +0.037 over plain (+0.022 in five rounds, +0.027 at the default rate)
-    assert figures["anchored"] > figures["plain"] + 0.01, figures
+    # measured: +0.124 against plain's -0.016
+    assert figures["anchored"] > figures["plain"] + 0.05, figures
     assert figures["anchored"] > 0, figures
 
 
