@@ -388,12 +388,10 @@ def warm_judge(
     labelled: dict[int, list[Choice]] = {}
     try:
         admin = BigWorldClient(server.url, server.admin_token)
-        expert = ExpertPolicy(
-            BigWorldClient(server.url, admin.create_agent("judge-expert", "trainer").token)
-        )
         players: list[Any] = [ExplorerPolicy(args.seed), RandomPolicy(args.seed)]
         if args.judge_stumbling:
-            players.append(Stumbling(expert, args.judge_stumbling, args.seed))
+            hints = BigWorldClient(server.url, admin.create_agent("judge-hints", "trainer").token)
+            players.append(Stumbling(ExpertPolicy(hints), args.judge_stumbling, args.seed))
         for family in args.families:
             for i, policy in enumerate(players):
                 token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
@@ -418,7 +416,7 @@ def warm_judge(
     random.Random(args.seed).shuffle(train)
     config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
     learner = Learner(init, config, lr=args.bc_lr, version="init", resolve=lambda v: None)
-    good = [c for c in held_out if c.chosen == 0]  # VERDICT_SCORES[0]: a good step
+    good = [c for c in held_out if c.chosen == 0]  # verdict +1, the first of VERDICTS
     bad = [c for c in held_out if c.chosen != 0]
 
     def accuracy() -> dict[str, float]:
@@ -951,6 +949,8 @@ def main() -> int:
         parser.error("--parallel N: N arms at a time, N >= 1 (no N: all at once)")
     if args.judge_temperature <= 0:
         parser.error("--judge-temperature must be above 0: votes all alike train nothing")
+    if not 0 <= args.judge_stumbling <= 1:
+        parser.error("--judge-stumbling P: a probability, 0 <= P <= 1")
     if args.judge_anchor < 0 or (args.judge_anchor and not args.warm_judge):
         parser.error("--judge-anchor N: N >= 1 labelled steps an update, with --warm-judge")
     args.families, _, cold = RUNGS[args.rung]
