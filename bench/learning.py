@@ -545,9 +545,8 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
             threads.append(start_thread(judges.run))
         if mode is not None:
             token = admin.create_agent("arm-trainer", "trainer").token
-            anchored = (
-                bool(args.judge_anchor) and mode == "integrated_rm" and start.labels is not None
-            )
+            # the warm judge's labelled steps, where this arm trains the judge (--judge-anchor)
+            anchor = start.labels if args.judge_anchor and mode == "integrated_rm" else None
             config = TrainConfig(  # the trainer's defaults but for the run's own knobs
                 mode=mode,
                 votes=VOTES,
@@ -564,7 +563,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 seed=args.seed,
                 exact_groups=args.exact_groups if exact else 0,
                 exact_family=args.families[0] if exact and len(args.families) == 1 else None,
-                reward_anchor=str(start.labels) if anchored else None,
+                reward_anchor=None if anchor is None else str(anchor),
                 reward_anchor_batch=args.judge_anchor or TrainConfig.reward_anchor_batch,
             )
             player = start.players[sorted(start.players)[0]]  # exact groups start where it stands
