@@ -565,6 +565,7 @@ def run_arm(name: str, args: argparse.Namespace, work: Path, start: Start) -> di
                 exact_family=args.families[0] if exact and len(args.families) == 1 else None,
                 reward_anchor=None if anchor is None else str(anchor),
                 reward_anchor_batch=args.judge_anchor or TrainConfig.reward_anchor_batch,
+                reward_anchor_steps=args.judge_anchor_steps,
             )
             player = start.players[sorted(start.players)[0]]  # exact groups start where it stands
             trainer = Trainer(
@@ -874,6 +875,12 @@ def arguments() -> argparse.ArgumentParser:
         "(TrainConfig.reward_anchor; not the paper's objective; 0: consistency alone)",
     )
     parser.add_argument(
+        "--judge-anchor-steps",
+        type=int,
+        default=TrainConfig.reward_anchor_steps,
+        help="--judge-anchor: its rank-loss steps per consistency step",
+    )
+    parser.add_argument(
         "--judge-temperature",
         type=float,
         default=1.0,
@@ -952,6 +959,8 @@ def main() -> int:
         parser.error("--judge-stumbling P: a probability, 0 <= P <= 1")
     if args.judge_anchor < 0 or (args.judge_anchor and not args.warm_judge):
         parser.error("--judge-anchor N: N >= 1 labelled steps an update, with --warm-judge")
+    if args.judge_anchor_steps < 1:
+        parser.error("--judge-anchor-steps K: K >= 1 rank-loss steps per consistency step")
     args.families, _, cold = RUNGS[args.rung]
     args.arms = args.arms or ["frozen", "outcome_only"]
     hf_logging.disable_progress_bar()

@@ -100,10 +100,11 @@ class TrainConfig:
         None,
         'integrated_rm: a file of labelled steps, a JSON object a line ({"prompt": a reward '
         'prompt, "verdict": 1 or -1}); each update of the reward model then takes as many '
-        "rank-loss steps as it took consistency steps, each on the next reward_anchor_batch "
-        "of them, so that it keeps what they teach",
+        "rank-loss steps as it took consistency steps (times reward_anchor_steps), each on "
+        "the next reward_anchor_batch of them, so that it keeps what they teach",
     )
     reward_anchor_batch: int = option(16, "labelled steps per anchoring step")
+    reward_anchor_steps: int = option(1, "anchoring steps per consistency step of the judge")
     max_prompt_tokens: int = option(
         2048, "longer prompts keep their end (actions and the question)"
     )
@@ -187,6 +188,8 @@ class TrainConfig:
             )
         if self.reward_anchor_batch < 1:
             raise ValueError(f"expected reward_anchor_batch >= 1, got {self.reward_anchor_batch}")
+        if self.reward_anchor_steps < 1:
+            raise ValueError(f"expected reward_anchor_steps >= 1, got {self.reward_anchor_steps}")
         if self.max_samples and self.max_samples < self.min_samples:
             raise ValueError(
                 f"expected max_samples 0 or >= min_samples, got {self.max_samples} "

@@ -344,7 +344,9 @@ class Trainer:
             ]
             stats["reward"] = self.learners["reward"].ppo_update(rm_samples)
             if self.anchor and stats["reward"].optimizer_steps:
-                anchored = self._anchor_steps(stats["reward"].optimizer_steps)
+                anchored = self._anchor_steps(
+                    stats["reward"].optimizer_steps * cfg.reward_anchor_steps
+                )
         for episode_id in by_id:
             self.waiting.pop(episode_id, None)
         seconds = time.perf_counter() - started
@@ -405,8 +407,8 @@ class Trainer:
         )
 
     def _anchor_steps(self, n: int) -> UpdateStats:
-        """``n`` rank-loss steps of the reward model (as many as its consistency update took),
-        each on the next reward_anchor_batch labelled steps, taken in turn."""
+        """``n`` rank-loss steps of the reward model (reward_anchor_steps for each step its
+        consistency update took), each on the next reward_anchor_batch labelled steps, taken in turn."""
         size, losses = self.config.reward_anchor_batch, []
         for _ in range(n):
             batch = [self.anchor[(self.anchor_at + i) % len(self.anchor)] for i in range(size)]
