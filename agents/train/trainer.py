@@ -408,7 +408,8 @@ class Trainer:
 
     def _anchor_steps(self, n: int) -> UpdateStats:
         """``n`` rank-loss steps of the reward model (reward_anchor_steps for each step its
-        consistency update took), each on the next reward_anchor_batch labelled steps, taken in turn."""
+        consistency update took), each on the next reward_anchor_batch labelled steps, taken
+        in turn."""
         size, losses = self.config.reward_anchor_batch, []
         for _ in range(n):
             batch = [self.anchor[(self.anchor_at + i) % len(self.anchor)] for i in range(size)]
