@@ -587,6 +587,7 @@ def test_an_anchored_reward_model_keeps_ranking_its_labelled_steps_as_labelled(
     labelled = read_labelled_steps(anchor)
     assert [(c.prompt, c.chosen) for c in labelled] == [(p, VERDICTS.index(-1)) for p in prompts]
 
+    @torch.no_grad()
     def mean_logprob(t: Trainer) -> float:
         learner = t.learners["reward"]
         return sum(
