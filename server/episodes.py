@@ -233,10 +233,10 @@ async def steps_async(runtime: Runtime, caller: Caller, items: list[Any]) -> Ste
     as every step is idempotent by its index."""
     started = time.perf_counter()
     answers: list[StepAnswer | None] = [None] * len(items)
-    works, placed = [], []
+    bodies, placed = [], []
     for i, item in enumerate(items):
         try:
-            body = BatchStepIn.model_validate(item)
+            bodies.append(BatchStepIn.model_validate(item))
         except ValidationError as exc:
             answers[i] = _answer(
                 Unprocessable(
@@ -246,8 +246,10 @@ async def steps_async(runtime: Runtime, caller: Caller, items: list[Any]) -> Ste
                 )
             )
             continue
-        works.append(_step_transaction(runtime, caller, body.episode_id, body))
         placed.append(i)
+    # The steps' reads are made ahead, together, where the writer's batch allows
+    reads = records.StepReads([(b.episode_id, b.step) for b in bodies], _crowd(runtime))
+    works = [_step_transaction(runtime, caller, b.episode_id, b, reads) for b in bodies]
     results = await runtime.world_transactions_async(works) if works else []
     elapsed = time.perf_counter() - started
     for i, result in zip(placed, results, strict=True):
@@ -267,18 +269,31 @@ def _answer(refused: ApiError) -> StepAnswer:
     return StepAnswer(status=refused.status, error=error)
 
 
+def _crowd(runtime: Runtime) -> int | None:
+    """How many of those beside a step's avatar its read brings (``records.read_step``): the
+    main world's are read with the episode, a fork's not (they may lie in its parent)."""
+    return runtime.rules.crowd_shown if not runtime.lineage else None
+
+
 def _step_transaction(
-    runtime: Runtime, caller: Caller, episode_id: int, body: StepIn
+    runtime: Runtime,
+    caller: Caller,
+    episode_id: int,
+    body: StepIn,
+    reads: records.StepReads | None = None,
 ) -> tuple[Work[StepOut], Scope | None]:
-    """A step as a world transaction, and the scope it locks."""
+    """A step as a world transaction, and the scope it locks; ``reads``: its batch's."""
     index, action = body.step, body.action
     now = time.time()
 
     def work(session: Session, world_row: WorldRow) -> StepOut:
-        # The main world's avatar and those beside it are read with the episode (a fork's may
-        # lie in its parent).
-        crowd = runtime.rules.crowd_shown if not runtime.lineage else None
-        read = records.read_step(session=session, episode_id=episode_id, step=index, crowd=crowd)
+        if reads is not None:
+            read = reads.read(session=session, episode_id=episode_id, step=index)
+        else:
+            crowd = _crowd(runtime)
+            read = records.read_step(
+                session=session, episode_id=episode_id, step=index, crowd=crowd
+            )
         episode = _owned(caller, episode_id, read.episode if read is not None else None)
         assert read is not None  # _owned refused a missing episode
         recorded = read.recorded

@@ -82,8 +82,10 @@ class SqlBackend:
         # The rows of what lies in a receptacle (by place and receptacle), read with its step's
         # episode where its task's goal looks into it; good until this backend's next save.
         self._contents: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        # what the writer's transactions know of regions and places (world.store.known)
+        # what the writer's transactions know of regions and places (world.store.known), and
+        # where each avatar handed out stood as read or last saved (a move leaves a place)
         self._known: Known | None = session.info.get(SESSION_KNOWN)
+        self._stood: dict[str, str | None] = {}
 
     # Like MemoryBackend, hand out one object per entity for the backend's lifetime: a World
     # and a peek at the same thing (tasks.peek_things_at) then see the same object.
@@ -95,6 +97,7 @@ class SqlBackend:
     def _hand_avatar(self, row: Any) -> Avatar:
         if row["id"] not in self._avatars:
             self._avatars[row["id"]] = _avatar(row)
+            self._stood[row["id"]] = row["place"]
         return self._avatars[row["id"]]
 
     def _hand_place(self, row: Any) -> Place:
@@ -311,6 +314,9 @@ class SqlBackend:
         self._row = row
         if self._known is not None:
             self._known.wrote(changes.regions, place_rows, saved_row)
+            moved = [(a.id, self._stood.get(a.id), a.place) for a in avatars]
+            self._known.batch.wrote_rows(moved, [*things, *changes.removed])
+        self._stood.update((a.id, a.place) for a in avatars)
 
     # -- dumping ---------------------------------------------------------------------------
     def dump(self) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -27,6 +27,15 @@ transaction that kept nothing is dropped with it. So nothing is known that the d
 not hold once the batch commits, and a batch that fails leaves only what earlier batches
 committed.
 
+- **Reads made ahead.** A batch of steps (``records.StepReads``) reads what each of its steps
+  will read, in a few statements for all of them, while the batch holds the whole world: then
+  only the batch's own transactions write. Each read (:class:`Ahead`) is kept until a
+  transaction of the batch writes a row it read or one that would now match it (an avatar or
+  a thing that moves where it looked, its episode's row), whether or not that transaction
+  keeps its work: then the parts that write can have changed are left out, to be read again by
+  its step, or the whole read is dropped. They are the batch's only: a step carried into the
+  next batch reads again.
+
 Only the writer's sessions carry a :class:`Known` (``session.info[SESSION_KNOWN]``); every
 other reader of the world reads the tables.
 """
@@ -34,8 +43,8 @@ other reader of the world reads the tables.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from world.entities import Place, Region, region_of
 
@@ -43,6 +52,23 @@ SESSION_KNOWN = "bigworld_known"  # session.info: the Known of a writer's transa
 
 Key = tuple[int, int]  # a region's (rx, ry)
 Rows = dict[str, dict[str, Any]]  # a region's place rows by place id, as the table holds them
+Moved = tuple[str, str | None, str | None]  # an avatar written: its id, where it stood, stands
+
+
+class Ahead(Protocol):
+    """A step's read made ahead (``records.StepReads``), kept by its batch until a write
+    changes what it read."""
+
+    @property
+    def episode(self) -> int:
+        """Its episode's id: a write of the episode's row or steps drops the read."""
+        ...
+
+    def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> Ahead | None:
+        """The read as it stands once ``avatars`` ((id, place before, place after)) and
+        ``things`` (``Thing``s, or a removed one's id) are written: itself, itself with the
+        parts they changed left out (to be read again), or None (read it all again)."""
+        ...
 
 
 class Regions:
@@ -76,6 +102,8 @@ class Batch:
         # batch's own draws have moved it, and whether the sequence must still be set to it.
         self.sequence: int | None = None
         self.unsent = False
+        # Reads made ahead for the batch's steps, by (episode, step)
+        self.ahead: dict[tuple[int, int], Ahead] = {}
 
     def world_row(self) -> Any:
         """The world row the next transaction starts from, as a read of it would find it, or
@@ -122,6 +150,34 @@ class Batch:
         """What the batch's next transaction knows."""
         return Known(self)
 
+    def read_ahead(self, key: tuple[int, int], read: Ahead) -> None:
+        """A step's read, made ahead while the batch holds the whole world."""
+        if self.whole:
+            self.ahead[key] = read
+
+    def take_ahead(self, key: tuple[int, int]) -> Ahead | None:
+        """The read made ahead for the step ``key`` (episode, step), as the writes since have
+        left it, or None; a read is taken once."""
+        return self.ahead.pop(key, None)
+
+    def wrote_episode(self, episode: int) -> None:
+        """A transaction wrote the episode's row (or its steps): its reads are dropped."""
+        for key in [k for k, read in self.ahead.items() if read.episode == episode]:
+            del self.ahead[key]
+
+    def wrote_rows(self, avatars: Sequence[Moved], things: Sequence[Any]) -> None:
+        """A transaction wrote these avatars ((id, place before, place after)) and things
+        (``Thing``s, or the id of one it removed): the reads made ahead lose what they may
+        have changed."""
+        if not (avatars or things):
+            return
+        for key, read in list(self.ahead.items()):
+            after = read.after(avatars, things)
+            if after is None:
+                del self.ahead[key]
+            else:
+                self.ahead[key] = after
+
     def committed(self) -> None:
         """The batch has committed: every region it knows is the database's for good."""
         self._regions.committed.update(self.regions)
@@ -132,7 +188,7 @@ class Known:
     kept, under what it read and wrote itself since it last kept its work."""
 
     def __init__(self, batch: Batch) -> None:
-        self._batch = batch
+        self.batch = batch
         self._regions: dict[Key, Region] = {}
         self._places: dict[Key, Rows] = {}
         self._row: Any = None  # the world row this transaction wrote
@@ -141,16 +197,16 @@ class Known:
         """The region if known (a copy: a World's objects are its own), else None (it may
         still be stored: only regions are known, never their absence)."""
         key = (rx, ry)
-        found = self._regions.get(key) or self._batch.region(key)
+        found = self._regions.get(key) or self.batch.region(key)
         return dataclasses.replace(found) if found is not None else None
 
     def place_rows(self, rx: int, ry: int) -> list[dict[str, Any]] | None:
         """The rows of the region's places if known and the batch holds the region, else
         None (read the table)."""
         key = (rx, ry)
-        if not self._batch.holds(key):
+        if not self.batch.holds(key):
             return None
-        rows = self._places.get(key, self._batch.places.get(key))
+        rows = self._places.get(key, self.batch.places.get(key))
         return None if rows is None else list(rows.values())
 
     def read_region(self, region: Region) -> None:
@@ -159,17 +215,17 @@ class Known:
     def read_places(self, rx: int, ry: int, rows: Iterable[dict[str, Any]]) -> None:
         """The region's place rows as the table gave them (kept only where the batch holds
         the region)."""
-        if self._batch.holds((rx, ry)):
+        if self.batch.holds((rx, ry)):
             self._places[(rx, ry)] = {row["id"]: row for row in rows}
 
     def draw(self) -> int | None:
         """The next tick where the batch draws its own (:meth:`Batch.draw`), else None."""
-        return self._batch.draw()
+        return self.batch.draw()
 
     def drew(self, tick: int) -> None:
         """A tick drawn from the clock's sequence: the batch's "now" whatever becomes of this
         transaction (a sequence is not rolled back)."""
-        self._batch.clock = tick
+        self.batch.clock = tick
 
     def wrote(self, regions: Iterable[Region], places: Iterable[dict[str, Any]], row: Any) -> None:
         """This transaction's upserts of regions and place rows, and the world row it wrote
@@ -183,23 +239,23 @@ class Known:
             self.read_region(region)
             generated.add((region.rx, region.ry))
         for key in generated:  # a generation writes every place of its region
-            if self._batch.holds(key):
+            if self.batch.holds(key):
                 self._places[key] = {}
         for place in places:
             key = region_of(place["id"])
             if key not in self._places:
-                known = self._batch.places.get(key)
-                if known is None or not self._batch.holds(key):
+                known = self.batch.places.get(key)
+                if known is None or not self.batch.holds(key):
                     continue
                 self._places[key] = dict(known)
             self._places[key][place["id"]] = place
 
     def keep(self) -> None:
         """The transaction kept its work (``session.commit()``): what it knows is the batch's."""
-        self._batch.regions.update(self._regions)
-        self._batch.places.update(self._places)
-        if self._row is not None and self._batch.whole:  # a row written holding less is not
-            self._batch.row = self._row  # kept: the next to hold the world reads it afresh
+        self.batch.regions.update(self._regions)
+        self.batch.places.update(self._places)
+        if self._row is not None and self.batch.whole:  # a row written holding less is not
+            self.batch.row = self._row  # kept: the next to hold the world reads it afresh
         self.drop()
 
     def drop(self) -> None:

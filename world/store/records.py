@@ -40,6 +40,7 @@ from world.store.backend import (
     crowd_select,
 )
 from world.store.driver import Statement
+from world.store.known import SESSION_KNOWN, Batch, Known, Moved
 from world.store.models import Base, EpisodeRow, StepRow, TaskRow
 from world.tasks import Task
 
@@ -210,6 +211,14 @@ def update_episode(*, session: Session, episode: EpisodeRow, **values: Any) -> N
     _EPISODE_UPDATE.run(session.connection(), {"episode_id": episode.id, **values})
     for key, value in values.items():
         set_committed_value(episode, key, value)
+    _wrote_episode(session, episode.id)
+
+
+def _wrote_episode(session: Session, episode_id: int) -> None:
+    """In the writer, drop the reads made ahead that the episode's row or steps were in."""
+    known: Known | None = session.info.get(SESSION_KNOWN)
+    if known is not None:
+        known.batch.wrote_episode(episode_id)
 
 
 def ended(*, status: str, outcome: int, tick: int, now: float) -> dict[str, Any]:
@@ -372,47 +381,272 @@ def read_step(
     values = next((v for v in found if v[0] is not None), None)  # the episode's id
     if values is None:
         return None
-    tasks_from = len(_EPISODES.columns)
-    steps_from = tasks_from + len(_TASKS.columns)
-    around_from = steps_from + len(_STEPS.columns)
+    around_from = len(_READ_COLUMNS)
     more_from = around_from + len(AROUND_COLUMNS)
-    episode = dict(zip(_EPISODES.columns.keys(), values[:tasks_from], strict=True))
-    task = dict(zip(_TASKS.columns.keys(), values[tasks_from:steps_from], strict=True))
-    recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:around_from], strict=True))
-    read = StepRead(
-        EpisodeRow(**episode),
-        TaskRow(**task),
-        StepRow(**recorded) if recorded["step"] is not None else None,
-    )
     crowd_to = around_from + len(AVATAR_COLUMNS)
     # after the episode's row: the avatar's rows (its id), the crowd's (their count), the
     # receptacle's things (neither)
     rest = [v for v in found if v[0] is None]
     mine = (v for v in rest if v[around_from] is not None and v[more_from] is None)
     avatar = [v[around_from:more_from] for v in mine]
-    if crowd is None or not avatar:
-        return read
+    if crowd is None:
+        return _step_read(values[:around_from], avatar, None, [])
     names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
     ranked = sorted((v for v in rest if v[more_from] is not None), key=lambda v: v[-1])
     others = [
         dict(zip(names, [*v[around_from:crowd_to], v[more_from]], strict=True)) for v in ranked
     ]
+    things = _THINGS.columns.keys()
+    inside = [
+        dict(zip(things, v[crowd_to:more_from], strict=True))
+        for v in rest
+        if v[around_from] is None
+    ]
+    return _step_read(values[:around_from], avatar, (crowd, others), inside)
+
+
+def _step_read(
+    values: Sequence[Any],
+    avatar: list[list[Any]],
+    crowd: tuple[int, list[dict[str, Any]]] | None,
+    inside: list[dict[str, Any]],
+) -> StepRead:
+    """A :class:`StepRead` from the row of :data:`_READ_COLUMNS`, the avatar's rows
+    (:data:`AROUND_COLUMNS`), the crowd (its limit and rows) and the rows of the things in its
+    task's goal's receptacle; without a crowd, or an avatar not stored, only the episode's."""
+    tasks_from = len(_EPISODES.columns)
+    steps_from = tasks_from + len(_TASKS.columns)
+    episode = dict(zip(_EPISODES.columns.keys(), values[:tasks_from], strict=True))
+    task = dict(zip(_TASKS.columns.keys(), values[tasks_from:steps_from], strict=True))
+    recorded = dict(zip(_STEPS.columns.keys(), values[steps_from:], strict=True))
+    read = StepRead(
+        EpisodeRow(**episode),
+        TaskRow(**task),
+        StepRow(**recorded) if recorded["step"] is not None else None,
+    )
+    if crowd is None or not avatar:
+        return read
     place, receptacle = read.task.params.get(_GOAL_PLACE), read.task.params.get(_GOAL_RECEPTACLE)
     contents = None
     if place is not None and receptacle is not None:
-        things = _THINGS.columns.keys()
-        inside = [
-            dict(zip(things, v[crowd_to:more_from], strict=True))
-            for v in rest
-            if v[around_from] is None
-        ]
         contents = (place, receptacle, inside)
-    return dataclasses.replace(read, around=avatar, crowd=(crowd, others), contents=contents)
+    return dataclasses.replace(read, around=avatar, crowd=crowd, contents=contents)
+
+
+# Several steps' reads at once (a batch's, issue 38): the steps wanted as a table of their own
+# (a SELECT of binds each, ``e0``/``s0``, ...), and four statements over it, each what
+# read_step's union reads for one step, for all of them: the episodes with their tasks and
+# recorded steps, the avatars' rows, the crowds (every avatar ranked by id among those standing
+# where one of the steps' avatars stands, with their count, up to a rank of ``limit``) and the
+# goals' receptacles' things.
+_THING_COLUMNS = AROUND_COLUMNS[len(AVATAR_COLUMNS) :]
+_NO_EPISODE = -1  # pads the steps wanted to a count compiled before (ids start at 1)
+_ID = Column("episode", BigInteger)  # the step's episode, on the rows of its avatar and goal
+
+
+@functools.lru_cache(maxsize=16)
+def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement]:
+    """:func:`read_steps`' four statements for ``count`` steps wanted."""
+    rows = [
+        select(
+            cast(bindparam(f"e{i}"), BigInteger).label("episode_id"),
+            cast(bindparam(f"s{i}"), Integer).label("step"),
+        )
+        for i in range(count)
+    ]
+    wanted = union_all(*rows).cte("wanted")
+    episodes = _EPISODES.join(wanted, wanted.c.episode_id == _EPISODES.c.id)
+    read = select(*_READ_COLUMNS).select_from(
+        episodes.join(_TASKS, _TASKS.c.id == _EPISODES.c.task_id).outerjoin(
+            _STEPS, (_STEPS.c.episode_id == _EPISODES.c.id) & (_STEPS.c.step == wanted.c.step)
+        )
+    )
+    around = avatar_around(_EPISODES.c.avatar_id, [_EPISODES.c.id]).where(
+        _EPISODES.c.id == wanted.c.episode_id
+    )
+    places = select(_AVATARS.c.place).select_from(
+        episodes.join(_AVATARS, _AVATARS.c.id == _EPISODES.c.avatar_id)
+    )
+    ranked = (
+        select(
+            *_AVATARS.columns,
+            func.count().over(partition_by=_AVATARS.c.place).label(CROWD.name),
+            func.row_number()
+            .over(partition_by=_AVATARS.c.place, order_by=_AVATARS.c.id)
+            .label(_RANK.name),
+        )
+        .where(_AVATARS.c.place.in_(places))
+        .subquery()
+    )
+    crowds = select(*ranked.columns).where(ranked.c[_RANK.name] <= bindparam("limit"))
+    inside = select(_EPISODES.c.id, *_THING_COLUMNS).select_from(
+        episodes.join(_TASKS, _TASKS.c.id == _EPISODES.c.task_id).join(_THINGS, _INSIDE)
+    )
+    return (
+        Statement(read, _READ_COLUMNS),
+        Statement(around, [_ID, *AROUND_COLUMNS]),
+        Statement(crowds, (*_AVATARS.columns, CROWD, _RANK)),
+        Statement(inside, [_ID, *_THING_COLUMNS]),
+    )
+
+
+def read_steps(
+    *, session: Session, wanted: Sequence[tuple[int, int]], crowd: int
+) -> dict[tuple[int, int], StepRead]:
+    """What :func:`read_step` reads with ``crowd`` for each (episode id, step) of ``wanted``,
+    in four statements for all of them, by (episode id, step): an episode's first step
+    wanted only, and no missing episode."""
+    first: dict[int, int] = {}
+    for episode_id, step in wanted:
+        first.setdefault(episode_id, step)
+    count = 1 << max(len(first) - 1, 1).bit_length()  # 2, 4, 8, ...: few statements compiled
+    pairs = [*first.items(), *[(_NO_EPISODE, 0)] * (count - len(first))]
+    params: dict[str, Any] = {}
+    for i, (episode_id, step) in enumerate(pairs):
+        params[f"e{i}"], params[f"s{i}"] = episode_id, step
+    read, around, crowds, inside = _reads_of(count)
+    conn = session.connection()
+    found = read.lists(conn, params)
+    avatars: dict[int, list[list[Any]]] = {}
+    for v in around.lists(conn, params):
+        avatars.setdefault(v[0], []).append(v[1:])
+    standing: dict[str, list[list[Any]]] = {}  # by place, ranked
+    limit = max(crowd, 1)
+    for v in crowds.lists(conn, {**params, "limit": limit + 1}):  # the avatar may be one
+        standing.setdefault(v[_PLACE], []).append(v)
+    things: dict[int, list[dict[str, Any]]] = {}
+    for v in inside.lists(conn, params):
+        things.setdefault(v[0], []).append(dict(zip(_THINGS.columns.keys(), v[1:], strict=True)))
+    names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
+    reads = {}
+    for values in found:
+        episode_id, avatar_id = values[0], values[_AVATAR_ID]
+        mine = avatars.get(episode_id, [])
+        others = []
+        if mine and mine[0][_PLACE] is not None:
+            ranked = sorted(standing.get(mine[0][_PLACE], []), key=lambda v: v[-1])
+            others = [
+                dict(zip(names, [*v[: len(AVATAR_COLUMNS)], v[-2] - 1], strict=True))
+                for v in ranked
+                if v[_AVATAR_KEY] != avatar_id
+            ][:limit]
+        key = (episode_id, first[episode_id])
+        reads[key] = _step_read(values, mine, (crowd, others), things.get(episode_id, []))
+    return reads
+
+
+_PLACE = [c.name for c in AVATAR_COLUMNS].index("place")
+_AVATAR_KEY = [c.name for c in AVATAR_COLUMNS].index("id")
+_AVATAR_ID = list(_EPISODES.columns.keys()).index("avatar_id")
+
+
+class StepReads:
+    """The reads of a batch of steps (``POST /v1/steps``), made ahead where they can be: the
+    first of its steps to run while the writer's batch holds the whole world reads what each
+    step of the batch not yet run will read (:func:`read_steps`), and the batch keeps those
+    reads, less what a step writes since (``world.store.known``). A step takes its own read
+    from there, or reads as :func:`read_step` does. ``wanted``: each step's (episode id,
+    step), in the batch's order; ``crowd``: as :func:`read_step`'s (None: nothing is read
+    ahead)."""
+
+    def __init__(self, wanted: Sequence[tuple[int, int]], crowd: int | None) -> None:
+        self._wanted = list(wanted)
+        self._crowd = crowd
+        self._run: set[tuple[int, int]] = set()  # the steps that have read
+        self._batch: Batch | None = None  # the writer's batch it last read ahead in
+
+    def read(self, *, session: Session, episode_id: int, step: int) -> StepRead | None:
+        """Step ``step`` of episode ``episode_id``'s read (as :func:`read_step`'s)."""
+        key = (episode_id, step)
+        known: Known | None = session.info.get(SESSION_KNOWN)
+        if self._crowd is not None and known is not None and known.batch.whole:
+            batch = known.batch
+            if batch is not self._batch:
+                self._batch = batch
+                later = [k for k in self._wanted if k not in self._run]
+                if len(later) > 1:
+                    ahead = read_steps(session=session, wanted=later, crowd=self._crowd)
+                    for wanted, read in ahead.items():
+                        batch.read_ahead(wanted, _Ahead.of(read))
+            self._run.add(key)
+            found = batch.take_ahead(key)
+            if isinstance(found, _Ahead):
+                return found.read
+        self._run.add(key)
+        return read_step(session=session, episode_id=episode_id, step=step, crowd=self._crowd)
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A step's read made ahead, with what each of its parts covers (``world.store.known``):
+    its avatar with what it holds and what lies where it stands (the things ``around``), the
+    avatars listed beside it (``crowd``), and the things in its goal's receptacle
+    (``inside``, at the place ``goal``)."""
+
+    read: StepRead
+    episode: int
+    avatar: str
+    place: str | None
+    around: frozenset[int]
+    crowd: frozenset[str]
+    goal: str | None
+    inside: frozenset[int]
+
+    @classmethod
+    def of(cls, read: StepRead) -> _Ahead:
+        place, goal = None, None
+        around: set[int] = set()
+        crowd: set[str] = set()
+        inside: set[int] = set()
+        for v in read.around or []:
+            place = v[_PLACE]
+            if v[len(AVATAR_COLUMNS)] is not None:  # a thing's id
+                around.add(v[len(AVATAR_COLUMNS)])
+        if read.crowd is not None:
+            crowd.update(o["id"] for o in read.crowd[1])
+        if read.contents is not None:
+            goal, _receptacle, things = read.contents
+            inside.update(t["id"] for t in things)
+        return cls(
+            read,
+            read.episode.id,
+            read.episode.avatar_id,
+            place,
+            frozenset(around),
+            frozenset(crowd),
+            goal,
+            frozenset(inside),
+        )
+
+    def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> _Ahead | None:
+        """The read less what writing ``avatars`` and ``things`` may have changed: the whole
+        read where its avatar, a thing it holds or one where it stands is written, the crowd
+        where an avatar listed is written or one leaves or enters its place, the receptacle's
+        things where one of them is written or a thing is now at the goal's place."""
+        read = self.read
+        if read.around is None:  # the episode's rows only: the step reads its avatar itself
+            return self
+        for avatar, before, after in avatars:
+            if avatar == self.avatar:
+                return None
+            if read.crowd is not None and (avatar in self.crowd or self.place in (before, after)):
+                read = dataclasses.replace(read, crowd=None)
+        for thing in things:
+            if isinstance(thing, int):
+                gone, place, holder = thing, None, None
+            else:
+                gone, place, holder = thing.id, thing.place, thing.holder
+            if gone in self.around or place == self.place or holder == self.avatar:
+                return None
+            if read.contents is not None and (gone in self.inside or place == self.goal):
+                read = dataclasses.replace(read, contents=None)
+        return self if read is self.read else dataclasses.replace(self, read=read)
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
     """Store a step (an INSERT on the driver's cursor: the step path writes no ORM objects)."""
     _STEP_INSERT.run(session.connection(), fields)
+    _wrote_episode(session, fields["episode_id"])
 
 
 def record_step(
@@ -434,6 +668,7 @@ def record_step(
     write.run(conn, params)
     for key, value in changed.items():
         set_committed_value(episode, key, value)
+    _wrote_episode(session, episode.id)
 
 
 @functools.lru_cache(maxsize=16)
