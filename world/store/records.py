@@ -9,6 +9,7 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -619,28 +620,42 @@ class _Ahead:
         )
 
     def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> _Ahead | None:
-        """The read less what writing ``avatars`` and ``things`` may have changed: the whole
-        read where its avatar, a thing it holds or one where it stands is written, the crowd
-        where an avatar listed is written or one leaves or enters its place, the receptacle's
-        things where one of them is written or a thing is now at the goal's place."""
+        """The read as writing ``avatars`` and ``things`` leaves it: each thing written put
+        into or taken out of what its avatar holds and what lies where it stands, as the table
+        now holds it (a removed one taken out); the crowd left out (its step reads it again)
+        where an avatar listed is written or one leaves or enters its place, and the goal's
+        receptacle's things where one of them is written or a thing is now at the goal's
+        place; None (read it all again) where its avatar is written."""
         read = self.read
         if read.around is None:  # the episode's rows only: the step reads its avatar itself
             return self
+        around, crowd, contents = read.around, read.crowd, read.contents
         for avatar, before, after in avatars:
             if avatar == self.avatar:
                 return None
-            if read.crowd is not None and (avatar in self.crowd or self.place in (before, after)):
-                read = dataclasses.replace(read, crowd=None)
+            if crowd is not None and (avatar in self.crowd or self.place in (before, after)):
+                crowd = None
         for thing in things:
-            if isinstance(thing, int):
-                gone, place, holder = thing, None, None
-            else:
-                gone, place, holder = thing.id, thing.place, thing.holder
-            if gone in self.around or place == self.place or holder == self.avatar:
-                return None
-            if read.contents is not None and (gone in self.inside or place == self.goal):
-                read = dataclasses.replace(read, contents=None)
-        return self if read is self.read else dataclasses.replace(self, read=read)
+            row = None if isinstance(thing, int) else thing.row()
+            gone = thing if row is None else row["id"]
+            near = row is not None and (row["holder"] == self.avatar or row["place"] == self.place)
+            if near or gone in self.around:
+                split = len(AVATAR_COLUMNS)
+                me = around[0][:split]
+                around = [v for v in around if v[split] is not None and v[split] != gone]
+                if near and row is not None:
+                    around.append([*me, *(copy.deepcopy(row[c]) for c in _THING_NAMES)])
+                around = around or [[*me, *(None for _ in _THING_NAMES)]]
+            if contents is not None and (
+                gone in self.inside or (row is not None and row["place"] == self.goal)
+            ):
+                contents = None
+        if around is read.around and crowd is read.crowd and contents is read.contents:
+            return self
+        return _Ahead.of(dataclasses.replace(read, around=around, crowd=crowd, contents=contents))
+
+
+_THING_NAMES = [c.name for c in _THING_COLUMNS]
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
