@@ -106,10 +106,9 @@ def test_a_batch_of_64_steps_sends_a_bounded_number_of_statements(
         assert sum(counted.values()) <= MOST[dialect], counted.most_common()
         assert _of(counted, "SAVEPOINT") == BATCH  # every step ran, each in its savepoint
         assert _of(counted, "COMMIT") == 1
-        # The steps' reads made ahead, four statements for the batch, and each step's own
-        # read of its episode, avatar and crowd in one statement where a step before it wrote
-        # what its read covers (these avatars all start in one place: from 63 a batch to 13
-        # here); never the avatar alone
+        # The steps' reads made ahead, four statements for the batch, and a step's own read of
+        # its episode, avatar and crowd in one statement only where a step before it wrote its
+        # episode or its avatar; never the avatar alone
         assert _of(counted, "WITH wanted AS") == 4
         assert _of(counted, "SELECT episodes.id") < BATCH
         assert _of(counted, AVATAR_READ) == 0
