@@ -32,9 +32,9 @@ committed.
   only the batch's own transactions write. Each read (:class:`Ahead`) is kept until a
   transaction of the batch writes a row it read or one that would now match it (an avatar or
   a thing that moves where it looked, its episode's row), whether or not that transaction
-  keeps its work: then the parts that write can have changed are left out, to be read again by
-  its step, or the whole read is dropped. They are the batch's only: a step carried into the
-  next batch reads again.
+  keeps its work: then a thing written is put into it as the table now holds it, a part the
+  write may have changed otherwise is left out (its step reads that part again), or the whole
+  read is dropped. They are the batch's only: a step carried into the next batch reads again.
 
 Only the writer's sessions carry a :class:`Known` (``session.info[SESSION_KNOWN]``); every
 other reader of the world reads the tables.
@@ -67,7 +67,8 @@ class Ahead(Protocol):
     def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> Ahead | None:
         """The read as it stands once ``avatars`` ((id, place before, place after)) and
         ``things`` (``Thing``s, or a removed one's id) are written: itself, itself with the
-        parts they changed left out (to be read again), or None (read it all again)."""
+        things put in or taken out and the parts they may have changed otherwise left out (to
+        be read again), or None (read it all again)."""
         ...
 
 
