@@ -872,8 +872,8 @@ def arguments() -> argparse.ArgumentParser:
         default=0,
         help="--warm-judge, arms that train the judge: after each consistency update it takes "
         "as many rank-loss steps (times --judge-anchor-steps), each on this many of its warm "
-        "start's labelled steps "
-        "(TrainConfig.reward_anchor; not the paper's objective; 0: consistency alone)",
+        "start's labelled steps (TrainConfig.reward_anchor; not the paper's objective; 0: "
+        "consistency alone)",
     )
     parser.add_argument(
         "--judge-anchor-steps",

@@ -292,8 +292,9 @@ class SqlBackend:
             _upsert(s, PlaceRow, ["id"]).run(s, place_rows)
         if changes.removed:
             s.execute(delete(ThingRow).where(ThingRow.id.in_(sorted(changes.removed))))
-        if things:
-            _upsert(s, ThingRow, ["id"]).run(s, [t.row() for t in things])
+        thing_rows = [t.row() for t in things]
+        if thing_rows:
+            _upsert(s, ThingRow, ["id"]).run(s, thing_rows)
         if avatars:
             _upsert(s, AvatarRow, ["id"]).run(s, [dataclasses.asdict(a) for a in avatars])
         row = before = self._world_row()
@@ -315,7 +316,7 @@ class SqlBackend:
         if self._known is not None:
             self._known.wrote(changes.regions, place_rows, saved_row)
             moved = [(a.id, self._stood.get(a.id), a.place) for a in avatars]
-            self._known.batch.wrote_rows(moved, [*things, *changes.removed])
+            self._known.batch.wrote_rows(moved, [*thing_rows, *changes.removed])
         self._stood.update((a.id, a.place) for a in avatars)
 
     # -- dumping ---------------------------------------------------------------------------

@@ -66,7 +66,7 @@ class Ahead(Protocol):
 
     def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> Ahead | None:
         """The read as it stands once ``avatars`` ((id, place before, place after)) and
-        ``things`` (``Thing``s, or a removed one's id) are written: itself, itself with the
+        ``things`` (their rows, or a removed one's id) are written: itself, itself with the
         things put in or taken out and the parts they may have changed otherwise left out (to
         be read again), or None (read it all again)."""
         ...
@@ -168,8 +168,8 @@ class Batch:
 
     def wrote_rows(self, avatars: Sequence[Moved], things: Sequence[Any]) -> None:
         """A transaction wrote these avatars ((id, place before, place after)) and things
-        (``Thing``s, or the id of one it removed): the reads made ahead lose what they may
-        have changed."""
+        (their rows as written, or the id of one it removed): the reads made ahead are updated
+        or lose what they may have changed."""
         if not (avatars or things):
             return
         for key, read in list(self.ahead.items()):

@@ -9,7 +9,6 @@ it owns the transaction. List functions page by id with an opaque cursor (the la
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -392,14 +391,13 @@ def read_step(
     avatar = [v[around_from:more_from] for v in mine]
     if crowd is None:
         return _step_read(values[:around_from], avatar, None, [])
-    names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
     ranked = sorted((v for v in rest if v[more_from] is not None), key=lambda v: v[-1])
     others = [
-        dict(zip(names, [*v[around_from:crowd_to], v[more_from]], strict=True)) for v in ranked
+        dict(zip(_CROWD_NAMES, [*v[around_from:crowd_to], v[more_from]], strict=True))
+        for v in ranked
     ]
-    things = _THINGS.columns.keys()
     inside = [
-        dict(zip(things, v[crowd_to:more_from], strict=True))
+        dict(zip(_THING_NAMES, v[crowd_to:more_from], strict=True))
         for v in rest
         if v[around_from] is None
     ]
@@ -441,6 +439,10 @@ def _step_read(
 # where one of the steps' avatars stands, with their count, up to a rank of ``limit``) and the
 # goals' receptacles' things.
 _THING_COLUMNS = AROUND_COLUMNS[len(AVATAR_COLUMNS) :]
+_THING_NAMES = [c.name for c in _THING_COLUMNS]
+_AVATAR_NAMES = [c.name for c in AVATAR_COLUMNS]
+_CROWD_NAMES = [*_AVATAR_NAMES, CROWD.name]  # a crowd's rows: each avatar, and their count
+_PLACE, _AVATAR_KEY = _AVATAR_NAMES.index("place"), _AVATAR_NAMES.index("id")
 _NO_EPISODE = -1  # pads the steps wanted to a count compiled before (ids start at 1)
 _ID = Column("episode", BigInteger)  # the step's episode, on the rows of its avatar and goal
 
@@ -517,8 +519,7 @@ def read_steps(
         standing.setdefault(v[_PLACE], []).append(v)
     things: dict[int, list[dict[str, Any]]] = {}
     for v in inside.lists(conn, params):
-        things.setdefault(v[0], []).append(dict(zip(_THINGS.columns.keys(), v[1:], strict=True)))
-    names = [*(c.name for c in AVATAR_COLUMNS), CROWD.name]
+        things.setdefault(v[0], []).append(dict(zip(_THING_NAMES, v[1:], strict=True)))
     reads = {}
     for values in found:
         episode_id, avatar_id = values[0], values[_AVATAR_ID]
@@ -527,7 +528,7 @@ def read_steps(
         if mine and mine[0][_PLACE] is not None:
             ranked = sorted(standing.get(mine[0][_PLACE], []), key=lambda v: v[-1])
             others = [
-                dict(zip(names, [*v[: len(AVATAR_COLUMNS)], v[-2] - 1], strict=True))
+                dict(zip(_CROWD_NAMES, [*v[: len(AVATAR_COLUMNS)], v[-2] - 1], strict=True))
                 for v in ranked
                 if v[_AVATAR_KEY] != avatar_id
             ][:limit]
@@ -536,8 +537,6 @@ def read_steps(
     return reads
 
 
-_PLACE = [c.name for c in AVATAR_COLUMNS].index("place")
-_AVATAR_KEY = [c.name for c in AVATAR_COLUMNS].index("id")
 _AVATAR_ID = list(_EPISODES.columns.keys()).index("avatar_id")
 
 
@@ -560,20 +559,20 @@ class StepReads:
         """Step ``step`` of episode ``episode_id``'s read (as :func:`read_step`'s)."""
         key = (episode_id, step)
         known: Known | None = session.info.get(SESSION_KNOWN)
+        found = None
         if self._crowd is not None and known is not None and known.batch.whole:
             batch = known.batch
             if batch is not self._batch:
                 self._batch = batch
-                later = [k for k in self._wanted if k not in self._run]
+                later = [k for k in self._wanted if k not in self._run]  # this one first
                 if len(later) > 1:
                     ahead = read_steps(session=session, wanted=later, crowd=self._crowd)
                     for wanted, read in ahead.items():
                         batch.read_ahead(wanted, _Ahead.of(read))
-            self._run.add(key)
             found = batch.take_ahead(key)
-            if isinstance(found, _Ahead):
-                return found.read
         self._run.add(key)
+        if isinstance(found, _Ahead):
+            return found.read
         return read_step(session=session, episode_id=episode_id, step=step, crowd=self._crowd)
 
 
@@ -636,7 +635,7 @@ class _Ahead:
             if crowd is not None and (avatar in self.crowd or self.place in (before, after)):
                 crowd = None
         for thing in things:
-            row = None if isinstance(thing, int) else thing.row()
+            row = None if isinstance(thing, int) else thing
             gone = thing if row is None else row["id"]
             near = row is not None and (row["holder"] == self.avatar or row["place"] == self.place)
             if near or gone in self.around:
@@ -644,7 +643,7 @@ class _Ahead:
                 me = around[0][:split]
                 around = [v for v in around if v[split] is not None and v[split] != gone]
                 if near and row is not None:
-                    around.append([*me, *(copy.deepcopy(row[c]) for c in _THING_NAMES)])
+                    around.append([*me, *(row[c] for c in _THING_NAMES)])
                 around = around or [[*me, *(None for _ in _THING_NAMES)]]
             if contents is not None and (
                 gone in self.inside or (row is not None and row["place"] == self.goal)
@@ -653,9 +652,6 @@ class _Ahead:
         if around is read.around and crowd is read.crowd and contents is read.contents:
             return self
         return _Ahead.of(dataclasses.replace(read, around=around, crowd=crowd, contents=contents))
-
-
-_THING_NAMES = [c.name for c in _THING_COLUMNS]
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
