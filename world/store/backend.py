@@ -38,7 +38,7 @@ from world.rules import RulesVersion, Versions
 from world.store import regions as pg
 from world.store.driver import Statement
 from world.store.errors import StoreError
-from world.store.known import SESSION_KNOWN, Known, place_row
+from world.store.known import SESSION_KNOWN, Known, Moved, place_row
 from world.store.models import (
     AvatarRow,
     Base,
@@ -295,8 +295,9 @@ class SqlBackend:
         thing_rows = [t.row() for t in things]
         if thing_rows:
             _upsert(s, ThingRow, ["id"]).run(s, thing_rows)
-        if avatars:
-            _upsert(s, AvatarRow, ["id"]).run(s, [dataclasses.asdict(a) for a in avatars])
+        avatar_rows = [dataclasses.asdict(a) for a in avatars]
+        if avatar_rows:
+            _upsert(s, AvatarRow, ["id"]).run(s, avatar_rows)
         row = before = self._world_row()
         if changes.events:
             row = append_events(self.session, row, changes.events)
@@ -315,8 +316,8 @@ class SqlBackend:
         self._row = row
         if self._known is not None:
             self._known.wrote(changes.regions, place_rows, saved_row)
-            moved = [(a.id, self._stood.get(a.id), a.place) for a in avatars]
-            self._known.batch.wrote_rows(moved, [*thing_rows, *changes.removed])
+            moved = [Moved(self._stood.get(r["id"]), r) for r in avatar_rows]
+            self._known.wrote_rows(moved, [*thing_rows, *changes.removed])
         self._stood.update((a.id, a.place) for a in avatars)
 
     # -- dumping ---------------------------------------------------------------------------

@@ -30,11 +30,12 @@ committed.
 - **Reads made ahead.** A batch of steps (``records.StepReads``) reads what each of its steps
   will read, in a few statements for all of them, while the batch holds the whole world: then
   only the batch's own transactions write. Each read (:class:`Ahead`) is kept until a
-  transaction of the batch writes a row it read or one that would now match it (an avatar or
-  a thing that moves where it looked, its episode's row), whether or not that transaction
-  keeps its work: then a thing written is put into it as the table now holds it, a part the
-  write may have changed otherwise is left out (its step reads that part again), or the whole
-  read is dropped. They are the batch's only: a step carried into the next batch reads again.
+  transaction of the batch that wrote a row it read, or one that would now match it (an avatar
+  or a thing that moves where it looked, its episode's row), keeps its work: then what was
+  written is put into it as the table now holds it, a part the writes may have changed in a
+  way it cannot follow is left out (its step reads that part again), or the whole read is
+  dropped. A transaction that rolls back leaves the reads as they were, as it leaves the
+  tables. They are the batch's only: a step carried into the next batch reads again.
 
 Only the writer's sessions carry a :class:`Known` (``session.info[SESSION_KNOWN]``); every
 other reader of the world reads the tables.
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from world.entities import Place, Region, region_of
 
@@ -52,7 +53,14 @@ SESSION_KNOWN = "bigworld_known"  # session.info: the Known of a writer's transa
 
 Key = tuple[int, int]  # a region's (rx, ry)
 Rows = dict[str, dict[str, Any]]  # a region's place rows by place id, as the table holds them
-Moved = tuple[str, str | None, str | None]  # an avatar written: its id, where it stood, stands
+
+
+class Moved(NamedTuple):
+    """An avatar written: where it stood before (None: nowhere, or new) and its row as
+    written (its ``id``, ``place``, ...)."""
+
+    stood: str | None
+    row: dict[str, Any]
 
 
 class Ahead(Protocol):
@@ -65,10 +73,10 @@ class Ahead(Protocol):
         ...
 
     def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> Ahead | None:
-        """The read as it stands once ``avatars`` ((id, place before, place after)) and
-        ``things`` (their rows, or a removed one's id) are written: itself, itself with the
-        things put in or taken out and the parts they may have changed otherwise left out (to
-        be read again), or None (read it all again)."""
+        """The read as it stands once ``avatars`` and ``things`` (their rows, or a removed
+        one's id) are written: itself, itself with what was written put in or taken out and
+        the parts it cannot follow left out (to be read again), or None (read it all
+        again)."""
         ...
 
 
@@ -162,16 +170,14 @@ class Batch:
         return self.ahead.pop(key, None)
 
     def wrote_episode(self, episode: int) -> None:
-        """A transaction wrote the episode's row (or its steps): its reads are dropped."""
+        """A kept transaction wrote the episode's row (or its steps): its reads are dropped."""
         for key in [k for k, read in self.ahead.items() if read.episode == episode]:
             del self.ahead[key]
 
     def wrote_rows(self, avatars: Sequence[Moved], things: Sequence[Any]) -> None:
-        """A transaction wrote these avatars ((id, place before, place after)) and things
-        (their rows as written, or the id of one it removed): the reads made ahead are updated
-        or lose what they may have changed."""
-        if not (avatars or things):
-            return
+        """A kept transaction wrote these avatars and things (their rows as written, or the
+        id of one it removed): the reads made ahead are updated or lose what they may have
+        changed."""
         for key, read in list(self.ahead.items()):
             after = read.after(avatars, things)
             if after is None:
@@ -193,6 +199,9 @@ class Known:
         self._regions: dict[Key, Region] = {}
         self._places: dict[Key, Rows] = {}
         self._row: Any = None  # the world row this transaction wrote
+        # its writes of rows the reads made ahead may cover, in order: an episode's id, or the
+        # avatars and things of a save (Batch.wrote_episode, Batch.wrote_rows)
+        self._wrote: list[int | tuple[Sequence[Moved], Sequence[Any]]] = []
 
     def region(self, rx: int, ry: int) -> Region | None:
         """The region if known (a copy: a World's objects are its own), else None (it may
@@ -251,12 +260,28 @@ class Known:
                 self._places[key] = dict(known)
             self._places[key][place["id"]] = place
 
+    def wrote_episode(self, episode: int) -> None:
+        """This transaction wrote the episode's row or its steps."""
+        self._wrote.append(episode)
+
+    def wrote_rows(self, avatars: Sequence[Moved], things: Sequence[Any]) -> None:
+        """This transaction wrote these avatars and things (their rows as written, or the
+        id of one it removed)."""
+        if avatars or things:
+            self._wrote.append((avatars, things))
+
     def keep(self) -> None:
-        """The transaction kept its work (``session.commit()``): what it knows is the batch's."""
+        """The transaction kept its work (``session.commit()``): what it knows is the batch's,
+        and the reads made ahead follow what it wrote."""
         self.batch.regions.update(self._regions)
         self.batch.places.update(self._places)
         if self._row is not None and self.batch.whole:  # a row written holding less is not
             self.batch.row = self._row  # kept: the next to hold the world reads it afresh
+        for wrote in self._wrote:
+            if isinstance(wrote, int):
+                self.batch.wrote_episode(wrote)
+            else:
+                self.batch.wrote_rows(*wrote)
         self.drop()
 
     def drop(self) -> None:
@@ -264,6 +289,7 @@ class Known:
         self._regions = {}
         self._places = {}
         self._row = None
+        self._wrote = []
 
 
 def place_row(place: Place) -> dict[str, Any]:

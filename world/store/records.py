@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     Integer,
     Select,
     bindparam,
@@ -215,10 +216,11 @@ def update_episode(*, session: Session, episode: EpisodeRow, **values: Any) -> N
 
 
 def _wrote_episode(session: Session, episode_id: int) -> None:
-    """In the writer, drop the reads made ahead that the episode's row or steps were in."""
+    """In the writer, drop the reads made ahead that the episode's row or steps were in
+    (once the transaction keeps its work)."""
     known: Known | None = session.info.get(SESSION_KNOWN)
     if known is not None:
-        known.batch.wrote_episode(episode_id)
+        known.wrote_episode(episode_id)
 
 
 def ended(*, status: str, outcome: int, tick: int, now: float) -> dict[str, Any]:
@@ -437,13 +439,15 @@ def _step_read(
 # read_step's union reads for one step, for all of them: the episodes with their tasks and
 # recorded steps, the avatars' rows, the crowds (every avatar ranked by id among those standing
 # where one of the steps' avatars stands, with their count, up to a rank of ``limit``) and the
-# goals' receptacles' things.
+# goals' receptacles' things. A crowd's list runs past the step's limit by ``SPARE``, so that
+# when avatars listed leave before the step runs, the next by id are still known.
 _THING_COLUMNS = AROUND_COLUMNS[len(AVATAR_COLUMNS) :]
 _THING_NAMES = [c.name for c in _THING_COLUMNS]
 _AVATAR_NAMES = [c.name for c in AVATAR_COLUMNS]
 _CROWD_NAMES = [*_AVATAR_NAMES, CROWD.name]  # a crowd's rows: each avatar, and their count
 _PLACE, _AVATAR_KEY = _AVATAR_NAMES.index("place"), _AVATAR_NAMES.index("id")
 _NO_EPISODE = -1  # pads the steps wanted to a count compiled before (ids start at 1)
+SPARE = 8  # a crowd read ahead lists this many more than the step shows
 _ID = Column("episode", BigInteger)  # the step's episode, on the rows of its avatar and goal
 
 
@@ -498,7 +502,8 @@ def read_steps(
 ) -> dict[tuple[int, int], StepRead]:
     """What :func:`read_step` reads with ``crowd`` for each (episode id, step) of ``wanted``,
     in four statements for all of them, by (episode id, step): an episode's first step
-    wanted only, and no missing episode."""
+    wanted only, and no missing episode. A crowd lists up to ``crowd`` + :data:`SPARE` (the
+    backend shows the first ``crowd``)."""
     first: dict[int, int] = {}
     for episode_id, step in wanted:
         first.setdefault(episode_id, step)
@@ -515,7 +520,7 @@ def read_steps(
         avatars.setdefault(v[0], []).append(v[1:])
     standing: dict[str, list[list[Any]]] = {}  # by place, ranked
     limit = max(crowd, 1)
-    for v in crowds.lists(conn, {**params, "limit": limit + 1}):  # the avatar may be one
+    for v in crowds.lists(conn, {**params, "limit": limit + SPARE + 1}):  # with the avatar
         standing.setdefault(v[_PLACE], []).append(v)
     things: dict[int, list[dict[str, Any]]] = {}
     for v in inside.lists(conn, params):
@@ -531,7 +536,7 @@ def read_steps(
                 dict(zip(_CROWD_NAMES, [*v[: len(AVATAR_COLUMNS)], v[-2] - 1], strict=True))
                 for v in ranked
                 if v[_AVATAR_KEY] != avatar_id
-            ][:limit]
+            ][: limit + SPARE]
         key = (episode_id, first[episode_id])
         reads[key] = _step_read(values, mine, (crowd, others), things.get(episode_id, []))
     return reads
@@ -567,8 +572,9 @@ class StepReads:
                 later = [k for k in self._wanted if k not in self._run]  # this one first
                 if len(later) > 1:
                     ahead = read_steps(session=session, wanted=later, crowd=self._crowd)
+                    ordered = sorts_as_python(session.connection())
                     for wanted, read in ahead.items():
-                        batch.read_ahead(wanted, _Ahead.of(read))
+                        batch.read_ahead(wanted, _Ahead.of(read, ordered))
             found = batch.take_ahead(key)
         self._run.add(key)
         if isinstance(found, _Ahead):
@@ -576,12 +582,33 @@ class StepReads:
         return read_step(session=session, episode_id=episode_id, step=step, crowd=self._crowd)
 
 
+# Strings whose order differs between byte order and the usual language collations (case,
+# punctuation, accents): a database that orders them as Python does orders avatar ids so too.
+_ORDER_PROBE = ("B", "a", "a-b", "ab", "a_b", "Z9", "e", "\u00e9", "f", "_")
+_SORTS_AS_PYTHON = "bigworld_sorts_as_python"  # Connection.info: the probe's answer
+
+
+def sorts_as_python(conn: Connection) -> bool:
+    """Whether the database orders avatar ids as Python orders strings, so that an avatar can
+    be put into a crowd read ahead at its place by id: SQLite's default (BINARY) does;
+    PostgreSQL's does under a C collation and not under a language's. Asked once a
+    connection."""
+    if conn.dialect.name != "postgresql":
+        return True
+    if _SORTS_AS_PYTHON not in conn.info:
+        values = ", ".join(f"('{v}')" for v in _ORDER_PROBE)
+        found = conn.exec_driver_sql(f"SELECT s FROM (VALUES {values}) AS v(s) ORDER BY s")
+        conn.info[_SORTS_AS_PYTHON] = [r[0] for r in found] == sorted(_ORDER_PROBE)
+    return bool(conn.info[_SORTS_AS_PYTHON])
+
+
 @dataclass(frozen=True)
 class _Ahead:
     """A step's read made ahead, with what each of its parts covers (``world.store.known``):
     its avatar with what it holds and what lies where it stands (the things ``around``), the
-    avatars listed beside it (``crowd``), and the things in its goal's receptacle
-    (``inside``, at the place ``goal``)."""
+    avatars listed beside it (``crowd``, the first by id and :data:`SPARE` more), and the
+    things in its goal's receptacle (``inside``, at the place ``goal``). ``ordered``: the
+    database orders avatar ids as Python does (:func:`sorts_as_python`)."""
 
     read: StepRead
     episode: int
@@ -591,9 +618,10 @@ class _Ahead:
     crowd: frozenset[str]
     goal: str | None
     inside: frozenset[int]
+    ordered: bool
 
     @classmethod
-    def of(cls, read: StepRead) -> _Ahead:
+    def of(cls, read: StepRead, ordered: bool) -> _Ahead:
         place, goal = None, None
         around: set[int] = set()
         crowd: set[str] = set()
@@ -616,24 +644,29 @@ class _Ahead:
             frozenset(crowd),
             goal,
             frozenset(inside),
+            ordered,
         )
 
     def after(self, avatars: Sequence[Moved], things: Sequence[Any]) -> _Ahead | None:
-        """The read as writing ``avatars`` and ``things`` leaves it: each thing written put
-        into or taken out of what its avatar holds and what lies where it stands, as the table
-        now holds it (a removed one taken out); the crowd left out (its step reads it again)
-        where an avatar listed is written or one leaves or enters its place, and the goal's
-        receptacle's things where one of them is written or a thing is now at the goal's
-        place; None (read it all again) where its avatar is written."""
+        """The read as writing ``avatars`` and ``things`` leaves it, each put into or taken
+        out of what it covers as the tables now hold them: a thing into what its avatar holds,
+        what lies where it stands and what its goal's receptacle holds; an avatar into the
+        crowd beside it (its count, and its list where the avatar ranks among those listed).
+        The crowd is left out (its step reads it again) where fewer than the step shows
+        remain listed of more standing there, or an avatar that ranks among them came and ids
+        are not ordered as Python orders them; None (read it all again) where its avatar is
+        written."""
         read = self.read
         if read.around is None:  # the episode's rows only: the step reads its avatar itself
             return self
-        around, crowd, contents = read.around, read.crowd, read.contents
-        for avatar, before, after in avatars:
-            if avatar == self.avatar:
-                return None
-            if crowd is not None and (avatar in self.crowd or self.place in (before, after)):
-                crowd = None
+        crowd = read.crowd
+        if any(moved.row["id"] == self.avatar for moved in avatars):
+            return None
+        if crowd is not None and any(
+            self.place in (moved.stood, moved.row["place"]) for moved in avatars
+        ):
+            crowd = self._crowd_after(crowd, avatars)
+        around, contents = read.around, read.contents
         for thing in things:
             row = None if isinstance(thing, int) else thing
             gone = thing if row is None else row["id"]
@@ -645,13 +678,49 @@ class _Ahead:
                 if near and row is not None:
                     around.append([*me, *(row[c] for c in _THING_NAMES)])
                 around = around or [[*me, *(None for _ in _THING_NAMES)]]
-            if contents is not None and (
-                gone in self.inside or (row is not None and row["place"] == self.goal)
-            ):
-                contents = None
+            if contents is not None:
+                goal, receptacle, inside = contents
+                put = row is not None and row["place"] == goal and row["container"] == receptacle
+                if put or any(t["id"] == gone for t in inside):
+                    inside = [t for t in inside if t["id"] != gone]
+                    if put and row is not None:
+                        inside.append({c: row[c] for c in _THING_NAMES})
+                    contents = (goal, receptacle, inside)
         if around is read.around and crowd is read.crowd and contents is read.contents:
             return self
-        return _Ahead.of(dataclasses.replace(read, around=around, crowd=crowd, contents=contents))
+        changed = dataclasses.replace(read, around=around, crowd=crowd, contents=contents)
+        return _Ahead.of(changed, self.ordered)
+
+    def _crowd_after(
+        self, crowd: tuple[int, list[dict[str, Any]]], avatars: Sequence[Moved]
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        """The crowd beside the avatar as the avatars written leave it (each listed one's row
+        as written), or None where it cannot be known without reading it again."""
+        limit, listed = crowd[0], list(crowd[1])
+        count = listed[0][CROWD.name] if listed else 0  # how many stand beside the avatar
+        for moved in avatars:
+            row, was, here = moved.row, moved.stood == self.place, moved.row["place"] == self.place
+            at = next((i for i, o in enumerate(listed) if o["id"] == row["id"]), None)
+            if was and here:  # it stayed: its row, where listed, as written
+                if at is not None:
+                    listed[at] = row
+            elif was:  # it left
+                count -= 1
+                if at is not None:
+                    del listed[at]
+            elif here:  # it came: listed where it ranks among those listed, or all are
+                count += 1
+                if at is not None or not self.ordered:
+                    return None
+                complete = len(listed) == count - 1
+                if complete or (listed and row["id"] < listed[-1]["id"]):
+                    listed.append(row)
+                    listed.sort(key=lambda o: o["id"])
+            elif at is not None:  # listed, and stood elsewhere: not as read
+                return None
+        if len(listed) < min(limit, count) or (count and not listed):  # rows carry the count
+            return None
+        return limit, [{**o, CROWD.name: count} for o in listed]
 
 
 def add_step(*, session: Session, **fields: Any) -> None:
