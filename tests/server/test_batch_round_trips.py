@@ -26,8 +26,8 @@ from world.store.known import Batch
 from world.store.models import EpisodeRow, EventRow, StepRow
 
 BATCH = 64
-# The statements a batch of 64 sends at most (the fleet below, four batches in a row: 381, 305,
-# 250, 226 on PostgreSQL, 687, 618, 555, 539 on SQLite). Before issue 38's cuts: 775, 749, 713,
+# The statements a batch of 64 sends at most (the fleet below, four batches in a row: 381, 261,
+# 230, 210 on PostgreSQL, 687, 574, 535, 523 on SQLite). Before issue 38's cuts: 775, 749, 713,
 # 698 on PostgreSQL, each step reading its avatar, the others beside it and its goal's
 # receptacle apart from its episode, what each of those others holds apart in its give checks,
 # drawing its tick with a nextval, writing its episode and itself with two statements and

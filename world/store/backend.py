@@ -149,6 +149,13 @@ class SqlBackend:
         return [self._hand_place(r) for r in rows]
 
     def load_things_in(self, places: Sequence[str]) -> list[Thing]:
+        """What lies in ``places``: from the rows read with an avatar standing there, by this
+        transaction or ahead by its batch (``world.store.known``), else in one statement."""
+        for place in places:
+            if place not in self._lying and self._known is not None:
+                known = self._known.lying(place)
+                if known is not None:
+                    self._lying[place] = known
         if all(p in self._lying for p in places):
             return [self._hand_thing(r) for p in places for r in self._lying[p]]
         return [self._hand_thing(r) for r in self.rows_in(ThingRow, "place", places)]
@@ -224,7 +231,18 @@ class SqlBackend:
         return [self._hand_avatar(r) for r in self.rows_in(AvatarRow, "place", places)]
 
     def load_crowd(self, place: str, without: str, limit: int) -> tuple[list[Avatar], int]:
+        """The first ``limit`` avatars by id standing in ``place`` but ``without``, and how
+        many stand there but it: as read with ``without``'s step, as the batch's reads made
+        ahead know them where ``without`` is elsewhere (``world.store.known``), else in one
+        statement."""
         key = (place, without, limit)
+        # a place ``without`` does not stand in as stored (where a step's avatar goes)
+        elsewhere = without in self._stood and self._stood[without] != place
+        if key not in self._crowds and self._known is not None and elsewhere:
+            standing = self._known.standing(place)
+            if standing is not None and len(standing[1]) >= min(limit, standing[0]):
+                count, rows = standing
+                self._crowds[key] = ([self._hand_avatar(r) for r in rows[:limit]], count)
         if key not in self._crowds:
             rows = _crowd(max(limit, 1)).rows(
                 self.session.connection(), {"place": place, "me": without}

@@ -79,6 +79,17 @@ class Ahead(Protocol):
         again)."""
         ...
 
+    def lying(self, place: str) -> list[dict[str, Any]] | None:
+        """The rows of every thing lying at ``place``, where the read holds them all (its
+        avatar stands there), else None."""
+        ...
+
+    def standing(self, place: str) -> tuple[int, list[dict[str, Any]]] | None:
+        """How many avatars stand at ``place`` and the rows of the first of them by id, at
+        least as many as the read's step shows, where the read knows them (its avatar
+        stands there), else None."""
+        ...
+
 
 class Regions:
     """The regions of one writer's world known to be committed, kept across its batches."""
@@ -185,6 +196,16 @@ class Batch:
             else:
                 self.ahead[key] = after
 
+    def lying(self, place: str) -> list[dict[str, Any]] | None:
+        """The rows of every thing lying at ``place`` as a read made ahead holds them, else
+        None."""
+        return next((f for r in self.ahead.values() if (f := r.lying(place)) is not None), None)
+
+    def standing(self, place: str) -> tuple[int, list[dict[str, Any]]] | None:
+        """The avatars standing at ``place`` as a read made ahead knows them (their count and
+        the first by id), else None."""
+        return next((f for r in self.ahead.values() if (f := r.standing(place)) is not None), None)
+
     def committed(self) -> None:
         """The batch has committed: every region it knows is the database's for good."""
         self._regions.committed.update(self.regions)
@@ -259,6 +280,18 @@ class Known:
                     continue
                 self._places[key] = dict(known)
             self._places[key][place["id"]] = place
+
+    def lying(self, place: str) -> list[dict[str, Any]] | None:
+        """The rows of the things lying at ``place`` as the batch's reads made ahead hold them,
+        while this transaction has written nothing they follow (then they are the table's);
+        else None."""
+        return None if self._wrote else self.batch.lying(place)
+
+    def standing(self, place: str) -> tuple[int, list[dict[str, Any]]] | None:
+        """The avatars standing at ``place`` (their count, and the rows of the first by id) as
+        the batch's reads made ahead know them, while this transaction has written nothing
+        they follow; else None."""
+        return None if self._wrote else self.batch.standing(place)
 
     def wrote_episode(self, episode: int) -> None:
         """This transaction wrote the episode's row or its steps."""

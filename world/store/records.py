@@ -446,6 +446,7 @@ _THING_NAMES = [c.name for c in _THING_COLUMNS]
 _AVATAR_NAMES = [c.name for c in AVATAR_COLUMNS]
 _CROWD_NAMES = [*_AVATAR_NAMES, CROWD.name]  # a crowd's rows: each avatar, and their count
 _PLACE, _AVATAR_KEY = _AVATAR_NAMES.index("place"), _AVATAR_NAMES.index("id")
+_THING_PLACE = _THING_NAMES.index("place")
 _NO_EPISODE = -1  # pads the steps wanted to a count compiled before (ids start at 1)
 SPARE = 8  # a crowd read ahead lists this many more than the step shows
 _ID = Column("episode", BigInteger)  # the step's episode, on the rows of its avatar and goal
@@ -690,6 +691,27 @@ class _Ahead:
             return self
         changed = dataclasses.replace(read, around=around, crowd=crowd, contents=contents)
         return _Ahead.of(changed, self.ordered)
+
+    def lying(self, place: str) -> list[dict[str, Any]] | None:
+        if place != self.place or self.read.around is None:
+            return None
+        split = len(AVATAR_COLUMNS)
+        return [
+            dict(zip(_THING_NAMES, v[split:], strict=True))
+            for v in self.read.around
+            if v[split] is not None and v[split + _THING_PLACE] == place
+        ]
+
+    def standing(self, place: str) -> tuple[int, list[dict[str, Any]]] | None:
+        crowd, around = self.read.crowd, self.read.around
+        if place != self.place or crowd is None or around is None or not self.ordered:
+            return None
+        listed = [{k: v for k, v in o.items() if k != CROWD.name} for o in crowd[1]]
+        count = crowd[1][0][CROWD.name] if listed else 0  # beside its avatar
+        me = dict(zip(_AVATAR_NAMES, around[0][: len(AVATAR_COLUMNS)], strict=True))
+        if len(listed) == count or (listed and me["id"] < listed[-1]["id"]):
+            listed = sorted([*listed, me], key=lambda o: o["id"])
+        return count + 1, listed
 
     def _crowd_after(
         self, crowd: tuple[int, list[dict[str, Any]]], avatars: Sequence[Moved]
