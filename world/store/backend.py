@@ -505,32 +505,26 @@ def insert_log(
 
 def _insert_unnested(conn: Connection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
     """PostgreSQL: insert ``rows`` into ``table`` with one statement per :data:`UNNEST_ROWS` of
-    them, each column sent as an array (``INSERT ... SELECT FROM unnest(...)``), its values
-    encoded as the column's type encodes one. An ``executemany`` runs the INSERT once a row: a
-    batch of 64 steps logs about 170 events and 360 entity links, and those executions took a
-    fifth of the database's time a step (docs/benchmarks/fleet.md)."""
+    them, sent as one JSON array that ``json_populate_recordset`` makes rows of the table's
+    type (a JSON column takes its value's text). An ``executemany`` runs the INSERT once a
+    row: a batch of 64 steps logs about 170 events and 360 entity links, and those executions
+    took a fifth of the database's time a step; sent as arrays of each column, building the
+    arrays took the server a tenth of a step (docs/benchmarks/fleet.md)."""
     insert = _unnest_insert(table.name)
-    processors = [
-        (c.name, c.type.dialect_impl(conn.dialect).bind_processor(conn.dialect))
-        for c in table.columns
-    ]
     for start in range(0, len(rows), UNNEST_ROWS):
-        chunk = rows[start : start + UNNEST_ROWS]
-        params = {}
-        for name, process in processors:
-            values = [row[name] for row in chunk]
-            params[name] = values if process is None else [process(v) for v in values]
-        insert.run(conn, params)
+        insert.run(conn, {"rows": json.dumps(rows[start : start + UNNEST_ROWS])})
 
 
 @cache
 def _unnest_insert(table_name: str) -> Statement:
-    """``INSERT INTO table (columns) SELECT * FROM unnest(CAST(:column AS type[]), ...)``."""
-    columns = Base.metadata.tables[table_name].columns
-    names = ", ".join(c.name for c in columns)
-    compile_type = postgresql.dialect().type_compiler_instance.process
-    arrays = ", ".join(f"CAST(:{c.name} AS {compile_type(c.type)}[])" for c in columns)
-    return Statement(text(f"INSERT INTO {table_name} ({names}) SELECT * FROM unnest({arrays})"))
+    """``INSERT INTO table (columns) SELECT columns FROM json_populate_recordset(...)``."""
+    names = ", ".join(c.name for c in Base.metadata.tables[table_name].columns)
+    return Statement(
+        text(
+            f"INSERT INTO {table_name} ({names}) SELECT {names} "
+            f"FROM json_populate_recordset(NULL::{table_name}, CAST(:rows AS json))"
+        )
+    )
 
 
 # Statements are built once and reused: building a statement and its cache key costs more
