@@ -435,26 +435,28 @@ def _step_read(
 
 
 # Several steps' reads at once (a batch's, issue 38): the steps wanted as a table of their own
-# (a SELECT of binds each, ``e0``/``s0``, ...), and four statements over it, each what
+# (a SELECT of binds each, ``e0``/``s0``, ...), and five statements over it, together what
 # read_step's union reads for one step, for all of them: the episodes with their tasks and
-# recorded steps, the avatars' rows, the crowds (every avatar ranked by id among those standing
-# where one of the steps' avatars stands, with their count, up to a rank of ``limit``) and the
-# goals' receptacles' things. A crowd's list runs past the step's limit by ``SPARE``, so that
+# recorded steps, the avatars, the things they hold or that lie where they stand (each once,
+# however many of the avatars stand there: the fleet's avatars begin in one place), the crowds
+# (every avatar ranked by id among those standing where one of the steps' avatars stands, with
+# their count, up to a rank of ``limit``) and the goals' receptacles' things. A crowd's list runs past the step's limit by ``SPARE``, so that
 # when avatars listed leave before the step runs, the next by id are still known.
 _THING_COLUMNS = AROUND_COLUMNS[len(AVATAR_COLUMNS) :]
 _THING_NAMES = [c.name for c in _THING_COLUMNS]
 _AVATAR_NAMES = [c.name for c in AVATAR_COLUMNS]
 _CROWD_NAMES = [*_AVATAR_NAMES, CROWD.name]  # a crowd's rows: each avatar, and their count
 _PLACE, _AVATAR_KEY = _AVATAR_NAMES.index("place"), _AVATAR_NAMES.index("id")
-_THING_PLACE = _THING_NAMES.index("place")
+_THING_PLACE, _THING_HOLDER = _THING_NAMES.index("place"), _THING_NAMES.index("holder")
+_NO_THING = [None] * len(_THING_NAMES)  # an avatar's row where it holds and stands by nothing
 _NO_EPISODE = -1  # pads the steps wanted to a count compiled before (ids start at 1)
 SPARE = 8  # a crowd read ahead lists this many more than the step shows
 _ID = Column("episode", BigInteger)  # the step's episode, on the rows of its avatar and goal
 
 
 @functools.lru_cache(maxsize=16)
-def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement]:
-    """:func:`read_steps`' four statements for ``count`` steps wanted."""
+def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement, Statement]:
+    """:func:`read_steps`' five statements for ``count`` steps wanted."""
     rows = [
         select(
             cast(bindparam(f"e{i}"), BigInteger).label("episode_id"),
@@ -469,11 +471,14 @@ def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement]:
             _STEPS, (_STEPS.c.episode_id == _EPISODES.c.id) & (_STEPS.c.step == wanted.c.step)
         )
     )
-    around = avatar_around(_EPISODES.c.avatar_id, [_EPISODES.c.id]).where(
-        _EPISODES.c.id == wanted.c.episode_id
-    )
-    places = select(_AVATARS.c.place).select_from(
-        episodes.join(_AVATARS, _AVATARS.c.id == _EPISODES.c.avatar_id)
+    standing = episodes.join(_AVATARS, _AVATARS.c.id == _EPISODES.c.avatar_id)
+    avatars = select(_EPISODES.c.id, *_AVATARS.columns).select_from(standing)
+    places = select(_AVATARS.c.place).select_from(standing)
+    near = select(*_THING_COLUMNS).where(
+        or_(
+            _THINGS.c.holder.in_(select(_EPISODES.c.avatar_id).select_from(episodes)),
+            _THINGS.c.place.in_(places),
+        )
     )
     ranked = (
         select(
@@ -492,7 +497,8 @@ def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement]:
     )
     return (
         Statement(read, _READ_COLUMNS),
-        Statement(around, [_ID, *AROUND_COLUMNS]),
+        Statement(avatars, (_ID, *_AVATARS.columns)),
+        Statement(near, _THING_COLUMNS),
         Statement(crowds, (*_AVATARS.columns, CROWD, _RANK)),
         Statement(inside, [_ID, *_THING_COLUMNS]),
     )
@@ -502,7 +508,7 @@ def read_steps(
     *, session: Session, wanted: Sequence[tuple[int, int]], crowd: int
 ) -> dict[tuple[int, int], StepRead]:
     """What :func:`read_step` reads with ``crowd`` for each (episode id, step) of ``wanted``,
-    in four statements for all of them, by (episode id, step): an episode's first step
+    in five statements for all of them, by (episode id, step): an episode's first step
     wanted only, and no missing episode. A crowd lists up to ``crowd`` + :data:`SPARE` (the
     backend shows the first ``crowd``)."""
     first: dict[int, int] = {}
@@ -513,12 +519,24 @@ def read_steps(
     params: dict[str, Any] = {}
     for i, (episode_id, step) in enumerate(pairs):
         params[f"e{i}"], params[f"s{i}"] = episode_id, step
-    read, around, crowds, inside = _reads_of(count)
+    read, of_avatars, near, crowds, inside = _reads_of(count)
     conn = session.connection()
     found = read.lists(conn, params)
-    avatars: dict[int, list[list[Any]]] = {}
-    for v in around.lists(conn, params):
-        avatars.setdefault(v[0], []).append(v[1:])
+    held: dict[str, list[list[Any]]] = {}
+    lying: dict[str, list[list[Any]]] = {}
+    for v in near.lists(conn, params):
+        if v[_THING_HOLDER] is not None:
+            held.setdefault(v[_THING_HOLDER], []).append(v)
+        if v[_THING_PLACE] is not None:
+            lying.setdefault(v[_THING_PLACE], []).append(v)
+    avatars: dict[int, list[list[Any]]] = {}  # by episode: its avatar's rows, as avatar_around's
+    for episode_id, *me in of_avatars.lists(conn, params):
+        avatar_id, place = me[_AVATAR_KEY], me[_PLACE]
+        near_it = [
+            *held.get(avatar_id, ()),
+            *(t for t in lying.get(place, ()) if t[_THING_HOLDER] != avatar_id),
+        ]
+        avatars[episode_id] = [[*me, *t] for t in near_it] or [[*me, *_NO_THING]]
     standing: dict[str, list[list[Any]]] = {}  # by place, ranked
     limit = max(crowd, 1)
     for v in crowds.lists(conn, {**params, "limit": limit + SPARE + 1}):  # with the avatar
