@@ -3,7 +3,8 @@ steps sends to the database, counted statement by statement, on SQLite and Postg
 PostgreSQL the answers and the rows stored are those of the batch that read each step's avatar,
 the others beside it and its goal's receptacle apart from its episode, read what each of those
 others holds apart in its give checks, drew each tick with a ``nextval``, wrote each step's
-episode with an UPDATE of its own and released each step's savepoint; and on both, those of the
+episode with an UPDATE of its own, released each step's savepoint, logged an INSERT a row and
+wrote things and avatars each with statements of their own; and on both, those of the
 batch whose steps each read their own instead of taking the reads made ahead for them."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from world.state import World
 from world.store import SqlBackend, backend, driver, make_engine, records
 from world.store.driver import Statement
 from world.store.known import Batch
-from world.store.models import EpisodeRow, EventRow, StepRow
+from world.store.models import AvatarRow, EpisodeRow, EventRow, StepRow, ThingRow
 
 BATCH = 64
 # The statements a batch of 64 sends at most (the fleet below, four batches in a row: 381, 261,
@@ -130,6 +131,9 @@ def test_a_batch_of_64_steps_sends_a_bounded_number_of_statements(
             assert _of(counted, "INSERT INTO steps") == 0
             # and leaves each step's savepoint open, the next opening inside it
             assert _of(counted, "RELEASE SAVEPOINT") == 0
+            # A save writes its things and avatars in one statement, not an execution a row
+            assert _of(counted, "INSERT INTO things") == _of(counted, "INSERT INTO avatars") == 0
+            assert _of(counted, "WITH avatar_upsert AS (INSERT INTO avatars") > 0
             # The batch's log goes in one INSERT a table, its rows as one JSON array, not one
             # execution a row
             for table in ("events", "event_entities"):
@@ -208,6 +212,13 @@ def test_batches_answer_and_store_as_with_more_statements_per_step(
             "_insert_unnested",
             lambda conn, table, rows: Statement(table.insert()).run(conn, rows),
         )
+
+        def each_table_apart(conn: Any, things: Any, avatars: Any) -> None:
+            for model, rows in ((ThingRow, things), (AvatarRow, avatars)):
+                if rows:
+                    backend._upsert(conn, model, ["id"]).run(conn, list(rows))
+
+        before.setattr(backend, "upsert_rows", each_table_apart)
         with fresh_database("postgres", tmp_path / "before") as url:
             _counted, answered = _fleet(url, tmp_path / "before-data", None, rounds=4, **ENDING)
             stored_before = _stored(url)

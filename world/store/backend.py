@@ -311,11 +311,8 @@ class SqlBackend:
         if changes.removed:
             s.execute(delete(ThingRow).where(ThingRow.id.in_(sorted(changes.removed))))
         thing_rows = [t.row() for t in things]
-        if thing_rows:
-            _upsert(s, ThingRow, ["id"]).run(s, thing_rows)
         avatar_rows = [dataclasses.asdict(a) for a in avatars]
-        if avatar_rows:
-            _upsert(s, AvatarRow, ["id"]).run(s, avatar_rows)
+        upsert_rows(s, thing_rows, avatar_rows)
         row = before = self._world_row()
         if changes.events:
             row = append_events(self.session, row, changes.events)
@@ -640,6 +637,39 @@ def _upsert_for(dialect: str, table_name: str, keys: tuple[str, ...]) -> Stateme
             index_elements=list(keys), set_={name: stmt.excluded[name] for name in others}
         )
     )
+
+
+def upsert_rows(
+    conn: Connection, things: Sequence[dict[str, Any]], avatars: Sequence[dict[str, Any]]
+) -> None:
+    """Write these things' and avatars' rows (INSERT ... ON CONFLICT (id) DO UPDATE). On
+    PostgreSQL in one statement (where there are any), each table's rows sent as one JSON
+    array (a round trip and an execution a step less: a step that moves writes both); on
+    SQLite an ``executemany`` a table, which runs in-process."""
+    if conn.dialect.name != "postgresql":
+        if things:
+            _upsert(conn, ThingRow, ["id"]).run(conn, list(things))
+        if avatars:
+            _upsert(conn, AvatarRow, ["id"]).run(conn, list(avatars))
+    elif things or avatars:
+        _ROWS_UPSERT.run(conn, {"things": json.dumps(things), "avatars": json.dumps(avatars)})
+
+
+def _json_upsert(table_name: str) -> str:
+    """``INSERT INTO table ... FROM json_populate_recordset(...) ON CONFLICT (id) DO UPDATE``
+    of the bind named as the table."""
+    names = [c.name for c in Base.metadata.tables[table_name].columns]
+    updated = ", ".join(f"{n} = excluded.{n}" for n in names if n != "id")
+    return (
+        f"INSERT INTO {table_name} ({', '.join(names)}) SELECT {', '.join(names)} "
+        f"FROM json_populate_recordset(NULL::{table_name}, CAST(:{table_name} AS json)) "
+        f"ON CONFLICT (id) DO UPDATE SET {updated}"
+    )
+
+
+_ROWS_UPSERT = Statement(
+    text(f"WITH avatar_upsert AS ({_json_upsert('avatars')}) {_json_upsert('things')}")
+)
 
 
 def _upsert(conn: Connection, model: type, keys: Sequence[str]) -> Statement:

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Select,
     bindparam,
     cast,
+    column,
     func,
     null,
     or_,
@@ -30,6 +31,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -456,15 +458,24 @@ _ID = Column("episode", BigInteger)  # the step's episode, on the rows of its av
 
 @functools.lru_cache(maxsize=16)
 def _reads_of(count: int) -> tuple[Statement, Statement, Statement, Statement, Statement]:
-    """:func:`read_steps`' five statements for ``count`` steps wanted."""
-    rows = [
-        select(
-            cast(bindparam(f"e{i}"), BigInteger).label("episode_id"),
-            cast(bindparam(f"s{i}"), Integer).label("step"),
-        )
-        for i in range(count)
-    ]
-    wanted = union_all(*rows).cte("wanted")
+    """:func:`read_steps`' five statements for ``count`` steps wanted, or, for ``count`` 0,
+    for the steps wanted as two arrays (PostgreSQL's ``unnest`` of the binds ``episodes`` and
+    ``steps``: its planner took 1.4 ms to bind a union of 64 selects, each time)."""
+    if count:
+        rows = [
+            select(
+                cast(bindparam(f"e{i}"), BigInteger).label("episode_id"),
+                cast(bindparam(f"s{i}"), Integer).label("step"),
+            )
+            for i in range(count)
+        ]
+        wanted = union_all(*rows).cte("wanted")
+    else:
+        arrays = func.unnest(
+            cast(bindparam("episodes"), postgresql.ARRAY(BigInteger)),
+            cast(bindparam("steps"), postgresql.ARRAY(Integer)),
+        ).table_valued(column("episode_id", BigInteger), column("step", Integer))
+        wanted = select(arrays.render_derived(name="pairs")).cte("wanted")
     episodes = _EPISODES.join(wanted, wanted.c.episode_id == _EPISODES.c.id)
     read = select(*_READ_COLUMNS).select_from(
         episodes.join(_TASKS, _TASKS.c.id == _EPISODES.c.task_id).outerjoin(
@@ -514,13 +525,17 @@ def read_steps(
     first: dict[int, int] = {}
     for episode_id, step in wanted:
         first.setdefault(episode_id, step)
-    count = 1 << max(len(first) - 1, 1).bit_length()  # 2, 4, 8, ...: few statements compiled
-    pairs = [*first.items(), *[(_NO_EPISODE, 0)] * (count - len(first))]
-    params: dict[str, Any] = {}
-    for i, (episode_id, step) in enumerate(pairs):
-        params[f"e{i}"], params[f"s{i}"] = episode_id, step
-    read, of_avatars, near, crowds, inside = _reads_of(count)
     conn = session.connection()
+    params: dict[str, Any] = {}
+    if conn.dialect.name == "postgresql":
+        count = 0
+        params["episodes"], params["steps"] = list(first), list(first.values())
+    else:
+        count = 1 << max(len(first) - 1, 1).bit_length()  # 2, 4, 8, ...: few compiled
+        pairs = [*first.items(), *[(_NO_EPISODE, 0)] * (count - len(first))]
+        for i, (episode_id, step) in enumerate(pairs):
+            params[f"e{i}"], params[f"s{i}"] = episode_id, step
+    read, of_avatars, near, crowds, inside = _reads_of(count)
     found = read.lists(conn, params)
     held: dict[str, list[list[Any]]] = {}
     lying: dict[str, list[list[Any]]] = {}
