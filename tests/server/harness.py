@@ -193,14 +193,20 @@ def built_runtime(database_url: str, data_dir: Path, **settings: Any) -> Iterato
 def on_driver(monkeypatch: Any, record: Callable[[str, int], None]) -> None:
     """Call ``record(sql, rows returned)`` for every statement sent on the driver's cursor
     (``world.store.driver``, which SQLAlchemy's events do not see), its SQL on one line."""
-    run = driver._run
+    run, open_ = driver._run, driver._open
 
     def counted(conn: Any, compiled: Any, params: Any, *, many: bool) -> Any:
         rows = run(conn, compiled, params, many=many)
         record(" ".join(compiled.sql.split()), len(rows))
         return rows
 
+    def opened(cursor: Any, names: Any) -> None:  # PostgreSQL's deferred savepoints
+        open_(cursor, names)
+        for name in names:
+            record(f"SAVEPOINT {name}", 0)
+
     monkeypatch.setattr(driver, "_run", counted)
+    monkeypatch.setattr(driver, "_open", opened)
 
 
 class Statements:

@@ -162,3 +162,36 @@ def test_a_refused_statement_raises_sqlalchemys_error_and_keeps_the_transaction(
         assert "missing" in str(on_driver.value)
         assert read.lists(conn, {}) == [["0,0:a"]]
         conn.commit()
+
+
+def test_savepoints_keep_and_undo_their_work_whether_or_not_a_statement_ran_in_them(
+    engine: Engine,
+) -> None:
+    """On PostgreSQL a savepoint goes with the next statement (``driver.defer_savepoints``):
+    one rolled back before any statement is never sent, and nested ones opened in a row go
+    together; each keeps or undoes exactly its own work, through the driver or Core."""
+    insert = Statement(PLACES.insert())
+    read = Statement(select(PLACES.c.id).order_by(PLACES.c.id), [PLACES.c.id])
+    with engine.connect() as conn:
+        conn.begin()
+        conn.begin_nested().rollback()  # nothing ran in it
+        kept = conn.begin_nested()
+        insert.run(conn, _place("a", True))
+        kept.commit()
+        outer = conn.begin_nested()
+        inner = conn.begin_nested()  # both open with the next statement
+        insert.run(conn, _place("b", True))
+        inner.rollback()
+        assert read.lists(conn, {}) == [["0,0:a"]]
+        insert.run(conn, _place("c", True))
+        outer.rollback()
+        undone_through_core = conn.begin_nested()
+        conn.execute(PLACES.insert().values(**_place("d", False)))
+        undone_through_core.rollback()
+        kept_through_core = conn.begin_nested()
+        conn.execute(PLACES.insert().values(**_place("e", False)))
+        kept_through_core.commit()
+        conn.begin_nested().rollback()
+        conn.commit()
+    with engine.connect() as conn:
+        assert read.lists(conn, {}) == [["0,0:a"], ["0,0:e"]]

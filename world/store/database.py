@@ -63,6 +63,8 @@ def make_engine(
             execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
         )
     driver.send_savepoints(engine.dialect)
+    if engine.dialect.name == "postgresql":
+        driver.defer_savepoints(engine)
     return engine
 
 
