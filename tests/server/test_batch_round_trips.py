@@ -280,8 +280,8 @@ def test_a_step_rolled_back_after_its_save_leaves_the_reads_made_ahead_as_they_w
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Some steps fail after the world's save (their record refused, a 409 of their own): each
-    rolls back what it wrote, and the reads made ahead must not keep it. Each way answers and stores as the steps
-    that each read their own."""
+    rolls back what it wrote, and the reads made ahead must not keep it. Each way answers and
+    stores as the steps that each read their own."""
     record = records.record_step
     failed: Counter[str] = Counter()
 

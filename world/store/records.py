@@ -442,8 +442,9 @@ def _step_read(
 # recorded steps, the avatars, the things they hold or that lie where they stand (each once,
 # however many of the avatars stand there: the fleet's avatars begin in one place), the crowds
 # (every avatar ranked by id among those standing where one of the steps' avatars stands, with
-# their count, up to a rank of ``limit``) and the goals' receptacles' things. A crowd's list runs past the step's limit by ``SPARE``, so that
-# when avatars listed leave before the step runs, the next by id are still known.
+# their count, up to a rank of ``limit``) and the goals' receptacles' things. A crowd's list
+# runs past the step's limit by ``SPARE``, so that when avatars listed leave before the step
+# runs, the next by id are still known.
 _THING_COLUMNS = AROUND_COLUMNS[len(AVATAR_COLUMNS) :]
 _THING_NAMES = [c.name for c in _THING_COLUMNS]
 _AVATAR_NAMES = [c.name for c in AVATAR_COLUMNS]
