@@ -282,18 +282,15 @@ def _step_transaction(
     body: StepIn,
     reads: records.StepReads | None = None,
 ) -> tuple[Work[StepOut], Scope | None]:
-    """A step as a world transaction, and the scope it locks; ``reads``: its batch's."""
+    """A step as a world transaction, and the scope it locks; ``reads``: its batch's (a step
+    alone reads its own)."""
     index, action = body.step, body.action
     now = time.time()
+    if reads is None:
+        reads = records.StepReads([(episode_id, index)], _crowd(runtime))
 
     def work(session: Session, world_row: WorldRow) -> StepOut:
-        if reads is not None:
-            read = reads.read(session=session, episode_id=episode_id, step=index)
-        else:
-            crowd = _crowd(runtime)
-            read = records.read_step(
-                session=session, episode_id=episode_id, step=index, crowd=crowd
-            )
+        read = reads.read(session=session, episode_id=episode_id, step=index)
         episode = _owned(caller, episode_id, read.episode if read is not None else None)
         assert read is not None  # _owned refused a missing episode
         recorded = read.recorded

@@ -181,15 +181,20 @@ def _stored(url: str) -> dict[str, Any]:
 ENDING = {"BIGWORLD_STEP_BUDGET": "3"}  # every episode ends in the third batch
 
 
+def _answered_and_stored(kind: str, folder: Path, failing: bool = False) -> tuple[list[Any], Any]:
+    """The fleet's answers over four batches, its episodes ending (:data:`ENDING`), on a fresh
+    database of ``kind`` in ``folder``, and what it stored."""
+    folder.mkdir()
+    with fresh_database(kind, folder) as url:
+        _counted, answers = _fleet(url, folder / "data", None, 4, failing, **ENDING)
+        return answers, _stored(url)
+
+
 @pytest.mark.postgres
 def test_batches_answer_and_store_as_with_more_statements_per_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "now").mkdir()
-    (tmp_path / "before").mkdir()
-    with fresh_database("postgres", tmp_path / "now") as url:
-        _counted, answers = _fleet(url, tmp_path / "now-data", None, rounds=4, **ENDING)
-        stored = _stored(url)
+    answers, stored = _answered_and_stored("postgres", tmp_path / "now")
     gather = World.gather_inventories
     with monkeypatch.context() as before:  # each tick from the sequence, two writes a step
         before.setattr(driver, "_left_open", driver._savepoint_sender("RELEASE SAVEPOINT"))
@@ -209,7 +214,7 @@ def test_batches_answer_and_store_as_with_more_statements_per_step(
         before.setattr(records, "record_step", two_writes)
         before.setattr(  # the log as one INSERT a row (executemany)
             backend,
-            "_insert_unnested",
+            "_insert_json",
             lambda conn, table, rows: Statement(table.insert()).run(conn, rows),
         )
 
@@ -219,9 +224,7 @@ def test_batches_answer_and_store_as_with_more_statements_per_step(
                     backend._upsert(conn, model, ["id"]).run(conn, list(rows))
 
         before.setattr(backend, "upsert_rows", each_table_apart)
-        with fresh_database("postgres", tmp_path / "before") as url:
-            _counted, answered = _fleet(url, tmp_path / "before-data", None, rounds=4, **ENDING)
-            stored_before = _stored(url)
+        answered, stored_before = _answered_and_stored("postgres", tmp_path / "before")
     assert answers == answered  # every observation, admissible list, tick and outcome alike
     assert any(a.get("result") and a["result"]["done"] for a in answers)  # some ended
     assert stored == stored_before
@@ -253,23 +256,17 @@ def test_batches_answer_and_store_alike_with_their_reads_made_ahead_or_not(
         seen["taken without its crowd"] += found is not None and found.read.crowd is None
         return found
 
-    (tmp_path / "ahead").mkdir()
-    (tmp_path / "own").mkdir()
     with monkeypatch.context() as counting:
         counting.setattr(records._Ahead, "after", counted_after)
         counting.setattr(Batch, "take_ahead", counted_take)
-        with fresh_database(kind, tmp_path / "ahead") as url:
-            _counted, answers = _fleet(url, tmp_path / "ahead-data", None, rounds=4, **ENDING)
-            stored = _stored(url)
+        answers, stored = _answered_and_stored(kind, tmp_path / "ahead")
     # (no step of this fleet puts a thing into another's goal's receptacle: that part is
     # checked by tests/world/test_reads_ahead.py)
     assert seen["taken"] > 0 and seen["around changed"] > 0 and seen["crowd changed"] > 0, seen
     assert seen["taken without its crowd"] > 0, seen
     with monkeypatch.context() as own:  # no read made ahead: each step reads its own
         own.setattr(records, "read_steps", lambda **_: {})
-        with fresh_database(kind, tmp_path / "own") as url:
-            _counted, answered = _fleet(url, tmp_path / "own-data", None, rounds=4, **ENDING)
-            stored_own = _stored(url)
+        answered, stored_own = _answered_and_stored(kind, tmp_path / "own")
     assert answers == answered  # every observation, admissible list, tick and outcome alike
     assert any(a.get("result") and a["result"]["done"] for a in answers)  # some ended
     assert stored == stored_own
@@ -292,16 +289,10 @@ def test_a_step_rolled_back_after_its_save_leaves_the_reads_made_ahead_as_they_w
         record(session=session, episode=episode, changed=changed, **fields)
 
     monkeypatch.setattr(records, "record_step", refused)
-    (tmp_path / "ahead").mkdir()
-    (tmp_path / "own").mkdir()
-    with fresh_database(kind, tmp_path / "ahead") as url:
-        _counted, answers = _fleet(url, tmp_path / "ahead-data", None, 4, True, **ENDING)
-        stored = _stored(url)
+    answers, stored = _answered_and_stored(kind, tmp_path / "ahead", failing=True)
     assert failed["steps"] > 0 and any(a.get("status", 200) != 200 for a in answers)
     with monkeypatch.context() as own:  # no read made ahead: each step reads its own
         own.setattr(records, "read_steps", lambda **_: {})
-        with fresh_database(kind, tmp_path / "own") as url:
-            _counted, answered = _fleet(url, tmp_path / "own-data", None, 4, True, **ENDING)
-            stored_own = _stored(url)
+        answered, stored_own = _answered_and_stored(kind, tmp_path / "own", failing=True)
     assert answers == answered
     assert stored == stored_own

@@ -167,7 +167,7 @@ def test_a_refused_statement_raises_sqlalchemys_error_and_keeps_the_transaction(
 def test_savepoints_keep_and_undo_their_work_whether_or_not_a_statement_ran_in_them(
     engine: Engine,
 ) -> None:
-    """On PostgreSQL a savepoint goes with the next statement (``driver.defer_savepoints``):
+    """On PostgreSQL a savepoint goes with the next statement (``driver.send_savepoints``):
     one rolled back before any statement is never sent, and nested ones opened in a row go
     together; each keeps or undoes exactly its own work, through the driver or Core."""
     insert = Statement(PLACES.insert())

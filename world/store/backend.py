@@ -237,7 +237,7 @@ class SqlBackend:
         statement."""
         key = (place, without, limit)
         # a place ``without`` does not stand in as stored (where a step's avatar goes)
-        elsewhere = without in self._stood and self._stood[without] != place
+        elsewhere = self._stood.get(without, place) != place
         if key not in self._crowds and self._known is not None and elsewhere:
             standing = self._known.standing(place)
             if standing is not None and len(standing[1]) >= min(limit, standing[0]):
@@ -493,34 +493,37 @@ def insert_log(
             )
             links.extend({"entity": e, "event_id": event_id} for e in dict.fromkeys(ev.entities))
     if conn.dialect.name == "postgresql":
-        _insert_unnested(conn, _EVENTS, rows)
-        _insert_unnested(conn, _LINKS, links)
+        _insert_json(conn, _EVENTS, rows)
+        _insert_json(conn, _LINKS, links)
     else:
         _EVENTS_INSERT.run(conn, rows)
         _LINKS_INSERT.run(conn, links)
 
 
-def _insert_unnested(conn: Connection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
-    """PostgreSQL: insert ``rows`` into ``table`` with one statement per :data:`UNNEST_ROWS` of
-    them, sent as one JSON array that ``json_populate_recordset`` makes rows of the table's
-    type (a JSON column takes its value's text). An ``executemany`` runs the INSERT once a
-    row: a batch of 64 steps logs about 170 events and 360 entity links, and those executions
-    took a fifth of the database's time a step; sent as arrays of each column, building the
-    arrays took the server a tenth of a step (docs/benchmarks/fleet.md)."""
-    insert = _unnest_insert(table.name)
-    for start in range(0, len(rows), UNNEST_ROWS):
-        insert.run(conn, {"rows": json.dumps(rows[start : start + UNNEST_ROWS])})
+def _insert_json(conn: Connection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """PostgreSQL: insert ``rows`` into ``table`` with one statement per :data:`JSON_ROWS` of
+    them, sent as one JSON array (:func:`_from_json`). An ``executemany`` runs the INSERT once
+    a row: a batch of 64 steps logs about 170 events and 360 entity links, and those executions
+    took a fifth of the database's time a step; sent as an array a column, building the arrays
+    took the server a tenth of a step (docs/benchmarks/fleet.md)."""
+    insert = _json_insert(table.name)
+    for start in range(0, len(rows), JSON_ROWS):
+        insert.run(conn, {"rows": json.dumps(rows[start : start + JSON_ROWS])})
 
 
 @cache
-def _unnest_insert(table_name: str) -> Statement:
-    """``INSERT INTO table (columns) SELECT columns FROM json_populate_recordset(...)``."""
+def _json_insert(table_name: str) -> Statement:
+    return Statement(text(_from_json(table_name, "rows")))
+
+
+def _from_json(table_name: str, bind: str) -> str:
+    """``INSERT INTO table (columns) SELECT columns FROM json_populate_recordset(...)`` of the
+    JSON array bound to ``bind``: each of its objects a row of the table's type (a JSON column
+    takes its value's text)."""
     names = ", ".join(c.name for c in Base.metadata.tables[table_name].columns)
-    return Statement(
-        text(
-            f"INSERT INTO {table_name} ({names}) SELECT {names} "
-            f"FROM json_populate_recordset(NULL::{table_name}, CAST(:rows AS json))"
-        )
+    return (
+        f"INSERT INTO {table_name} ({names}) SELECT {names} "
+        f"FROM json_populate_recordset(NULL::{table_name}, CAST(:{bind} AS json))"
     )
 
 
@@ -558,7 +561,7 @@ def newest_event_after(session: Session, seen: int) -> int | None:
 
 
 _LINKS_INSERT = Statement(_LINKS.insert())
-UNNEST_ROWS = 10_000  # rows an unnest INSERT sends at most (its arrays' length)
+JSON_ROWS = 10_000  # rows a JSON INSERT sends at most (its array's length)
 _PG_META_COLUMNS = ("seed", "next_thing_id", "counters", "versions")
 
 
@@ -648,23 +651,18 @@ def upsert_rows(
     SQLite an ``executemany`` a table, which runs in-process."""
     if conn.dialect.name != "postgresql":
         if things:
-            _upsert(conn, ThingRow, ["id"]).run(conn, list(things))
+            _upsert(conn, ThingRow, ["id"]).run(conn, things)
         if avatars:
-            _upsert(conn, AvatarRow, ["id"]).run(conn, list(avatars))
+            _upsert(conn, AvatarRow, ["id"]).run(conn, avatars)
     elif things or avatars:
         _ROWS_UPSERT.run(conn, {"things": json.dumps(things), "avatars": json.dumps(avatars)})
 
 
 def _json_upsert(table_name: str) -> str:
-    """``INSERT INTO table ... FROM json_populate_recordset(...) ON CONFLICT (id) DO UPDATE``
-    of the bind named as the table."""
-    names = [c.name for c in Base.metadata.tables[table_name].columns]
-    updated = ", ".join(f"{n} = excluded.{n}" for n in names if n != "id")
-    return (
-        f"INSERT INTO {table_name} ({', '.join(names)}) SELECT {', '.join(names)} "
-        f"FROM json_populate_recordset(NULL::{table_name}, CAST(:{table_name} AS json)) "
-        f"ON CONFLICT (id) DO UPDATE SET {updated}"
-    )
+    """:func:`_from_json` of the bind named as the table, ``ON CONFLICT (id) DO UPDATE``."""
+    names = [c.name for c in Base.metadata.tables[table_name].columns if c.name != "id"]
+    updated = ", ".join(f"{n} = excluded.{n}" for n in names)
+    return f"{_from_json(table_name, table_name)} ON CONFLICT (id) DO UPDATE SET {updated}"
 
 
 _ROWS_UPSERT = Statement(

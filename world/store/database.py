@@ -62,9 +62,7 @@ def make_engine(
             connect_args=options,
             execution_options={regions.LOCK_SPACE: regions.lock_space(schema)} if schema else {},
         )
-    driver.send_savepoints(engine.dialect)
-    if engine.dialect.name == "postgresql":
-        driver.defer_savepoints(engine)
+    driver.send_savepoints(engine)
     return engine
 
 

@@ -141,8 +141,8 @@ class Statement:
         return _Compiled(compiled.string, named, tuple(binds), self._columns)
 
 
-def send_savepoints(dialect: Dialect) -> None:
-    """Make ``dialect`` send ``SAVEPOINT``, ``RELEASE SAVEPOINT`` and ``ROLLBACK TO SAVEPOINT``
+def send_savepoints(engine: Engine) -> None:
+    """Make ``engine`` send ``SAVEPOINT``, ``RELEASE SAVEPOINT`` and ``ROLLBACK TO SAVEPOINT``
     on the driver's cursor: the writer runs each transaction of a batch in a savepoint of its
     own, and through ``Connection.execute`` taking and releasing it cost about a tenth of a
     batched step's time in the writer (docs/benchmarks/fleet.md). The same SQL is sent, and
@@ -153,24 +153,22 @@ def send_savepoints(dialect: Dialect) -> None:
     them all, as releasing each would have. Isolation is kept: a transaction that fails rolls
     back to its own savepoint, the innermost, and what ran before it lies outside; a savepoint
     is rolled back only by its own transaction, before the next one opens, so nothing rolls
-    back the locks a later transaction takes inside it (``world.store.regions``)."""
-    for method, verb in _SAVEPOINT_VERBS.items():
-        left = dialect.name == "postgresql" and verb == "RELEASE SAVEPOINT"
-        setattr(dialect, method, _left_open if left else _savepoint_sender(verb))
+    back the locks a later transaction takes inside it (``world.store.regions``).
 
-
-_PENDING = "bigworld_savepoints"  # Connection.info: the savepoints opened but not yet sent
-
-
-def defer_savepoints(engine: Engine) -> None:
-    """PostgreSQL (with :func:`send_savepoints`): a savepoint opened is sent with the next
-    statement, in one round trip (psycopg's pipeline), where that statement is this module's,
-    and just before it on its own where it is SQLAlchemy's. A savepoint rolled back before any
-    statement was sent in it is not sent at all, and a transaction's start and end forget those
-    never sent. The writer opens one for each transaction of a batch, and its round trip was
-    about a twentieth of a batched step's time (docs/benchmarks/fleet.md)."""
-    setattr(engine.dialect, "do_savepoint", _defer_savepoint)  # noqa: B010
-    setattr(engine.dialect, "do_rollback_to_savepoint", _rollback_to)  # noqa: B010
+    On PostgreSQL, too, a savepoint opened is sent with the next statement, in one round trip
+    (psycopg's pipeline), where that statement is this module's, and just before it on its own
+    where it is SQLAlchemy's. A savepoint rolled back before any statement was sent in it is
+    not sent at all, and a transaction's start and end forget those never sent. The writer
+    opens one for each transaction of a batch, and its round trip was about a twentieth of a
+    batched step's time (docs/benchmarks/fleet.md)."""
+    dialect = engine.dialect
+    if dialect.name != "postgresql":
+        for method, verb in _SAVEPOINT_VERBS.items():
+            setattr(dialect, method, _savepoint_sender(verb))
+        return
+    setattr(dialect, "do_savepoint", _defer_savepoint)  # noqa: B010
+    setattr(dialect, "do_release_savepoint", _left_open)  # noqa: B010
+    setattr(dialect, "do_rollback_to_savepoint", _rollback_to)  # noqa: B010
 
     @event.listens_for(engine, "before_cursor_execute")
     def _send_pending(conn: Connection, cursor: Any, *_args: Any) -> None:
@@ -181,6 +179,9 @@ def defer_savepoints(engine: Engine) -> None:
     @event.listens_for(engine, "rollback")
     def _forget(conn: Connection) -> None:
         conn.info.pop(_PENDING, None)
+
+
+_PENDING = "bigworld_savepoints"  # Connection.info: the savepoints opened but not yet sent
 
 
 def _defer_savepoint(conn: Connection, name: str) -> None:
@@ -195,11 +196,13 @@ def _open(cursor: Any, names: Sequence[str]) -> None:
 
 
 def _rollback_to(conn: Connection, name: str) -> None:
-    """PostgreSQL: roll back to a savepoint; one not sent yet has nothing after it."""
-    pending = conn.info.get(_PENDING)
-    if pending and name in pending:
+    """PostgreSQL: roll back to a savepoint; one not sent yet has nothing after it, and those
+    not sent after one sent are inside it."""
+    pending = conn.info.get(_PENDING) or []
+    if name in pending:
         del pending[pending.index(name) :]
         return
+    conn.info.pop(_PENDING, None)
     sql = f"ROLLBACK TO SAVEPOINT {name}"
     _run(conn, _Compiled(sql, False, (), (), prepare=False), (), many=False)
 

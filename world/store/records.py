@@ -639,46 +639,28 @@ def sorts_as_python(conn: Connection) -> bool:
 
 @dataclass(frozen=True)
 class _Ahead:
-    """A step's read made ahead, with what each of its parts covers (``world.store.known``):
-    its avatar with what it holds and what lies where it stands (the things ``around``), the
-    avatars listed beside it (``crowd``, the first by id and :data:`SPARE` more), and the
-    things in its goal's receptacle (``inside``, at the place ``goal``). ``ordered``: the
-    database orders avatar ids as Python does (:func:`sorts_as_python`)."""
+    """A step's read made ahead (``world.store.known``), with the place its avatar stands in
+    and the ids of the things ``around`` it (held, or lying there). Its crowd lists the first
+    avatars beside it by id and :data:`SPARE` more. ``ordered``: the database orders avatar
+    ids as Python does (:func:`sorts_as_python`)."""
 
     read: StepRead
     episode: int
     avatar: str
     place: str | None
     around: frozenset[int]
-    crowd: frozenset[str]
-    goal: str | None
-    inside: frozenset[int]
     ordered: bool
 
     @classmethod
     def of(cls, read: StepRead, ordered: bool) -> _Ahead:
-        place, goal = None, None
-        around: set[int] = set()
-        crowd: set[str] = set()
-        inside: set[int] = set()
-        for v in read.around or []:
-            place = v[_PLACE]
-            if v[len(AVATAR_COLUMNS)] is not None:  # a thing's id
-                around.add(v[len(AVATAR_COLUMNS)])
-        if read.crowd is not None:
-            crowd.update(o["id"] for o in read.crowd[1])
-        if read.contents is not None:
-            goal, _receptacle, things = read.contents
-            inside.update(t["id"] for t in things)
+        rows = read.around or []
+        split = len(AVATAR_COLUMNS)
         return cls(
             read,
             read.episode.id,
             read.episode.avatar_id,
-            place,
-            frozenset(around),
-            frozenset(crowd),
-            goal,
-            frozenset(inside),
+            rows[0][_PLACE] if rows else None,
+            frozenset(v[split] for v in rows if v[split] is not None),  # the things' ids
             ordered,
         )
 
@@ -712,7 +694,7 @@ class _Ahead:
                 around = [v for v in around if v[split] is not None and v[split] != gone]
                 if near and row is not None:
                     around.append([*me, *(row[c] for c in _THING_NAMES)])
-                around = around or [[*me, *(None for _ in _THING_NAMES)]]
+                around = around or [[*me, *_NO_THING]]
             if contents is not None:
                 goal, receptacle, inside = contents
                 put = row is not None and row["place"] == goal and row["container"] == receptacle
