@@ -266,7 +266,9 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
         judges = RewardRunner(
             BigWorldClient(server.url, admin.create_agent("prep-judge", "reward").token),
             HeuristicJudge(noise=args.judge_noise, seed=args.seed),
-            RewardConfig(votes=VOTES),  # so the arms' judges find no past to judge
+            # every episode played (a judge lists only its last `backlog`), and so the arms'
+            # judges find no past to judge
+            RewardConfig(votes=VOTES, backlog=len(args.families) * (args.demos + args.demos // 4)),
         )
         while judges.run_once():
             pass
@@ -397,7 +399,10 @@ def warm_judge(
                 token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
                 _play(server.url, token, policy, family, args.demos)
         oracle = BigWorldClient(server.url, admin.create_agent("judge-oracle", "reward").token)
-        judges = RewardRunner(oracle, HeuristicJudge(0.0, args.seed), RewardConfig(votes=VOTES))
+        played = len(args.families) * len(players) * args.demos  # a judge lists its last backlog
+        judges = RewardRunner(
+            oracle, HeuristicJudge(0.0, args.seed), RewardConfig(votes=VOTES, backlog=played)
+        )
         while judges.run_once():
             pass
         for row in admin.episodes():
