@@ -266,9 +266,7 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
         judges = RewardRunner(
             BigWorldClient(server.url, admin.create_agent("prep-judge", "reward").token),
             HeuristicJudge(noise=args.judge_noise, seed=args.seed),
-            # every episode played (a judge lists only its last `backlog`), and so the arms'
-            # judges find no past to judge
-            RewardConfig(votes=VOTES, backlog=len(args.families) * (args.demos + args.demos // 4)),
+            _every_episode(admin),  # with the arms' votes, so their judges find no past to judge
         )
         while judges.run_once():
             pass
@@ -399,10 +397,7 @@ def warm_judge(
                 token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
                 _play(server.url, token, policy, family, args.demos)
         oracle = BigWorldClient(server.url, admin.create_agent("judge-oracle", "reward").token)
-        played = len(args.families) * len(players) * args.demos  # a judge lists its last backlog
-        judges = RewardRunner(
-            oracle, HeuristicJudge(0.0, args.seed), RewardConfig(votes=VOTES, backlog=played)
-        )
+        judges = RewardRunner(oracle, HeuristicJudge(0.0, args.seed), _every_episode(admin))
         while judges.run_once():
             pass
         for row in admin.episodes():
@@ -452,6 +447,14 @@ def warm_judge(
     labels = work / "judge-labels.jsonl"
     write_labelled_steps(labels, train)
     return path, labels, figures
+
+
+def _every_episode(admin: BigWorldClient) -> RewardConfig:
+    """A warm start's judging, with the arms' votes: every episode of its world. A judge lists
+    only the last ``backlog`` episode ids before the newest it has seen, and a warm start
+    played with ``--demos`` above 333 had more than the default 1,000."""
+    newest = max((int(row["id"]) for row in admin.episodes()), default=0)
+    return RewardConfig(votes=VOTES, backlog=max(RewardConfig.backlog, newest))
 
 
 def _spec(args: argparse.Namespace) -> ModelSpec:
