@@ -451,8 +451,9 @@ def warm_judge(
 
 def _every_episode(admin: BigWorldClient) -> RewardConfig:
     """A warm start's judging, with the arms' votes: every episode of its world. A judge lists
-    only the last ``backlog`` episode ids before the newest it has seen, and a warm start
-    played with ``--demos`` above 333 had more than the default 1,000."""
+    only the last ``backlog`` episode ids before the newest it has seen, and a warm start can
+    play more than the default 1,000 (``--warm-judge --judge-stumbling`` with ``--demos 480``:
+    1,440)."""
     newest = max((int(row["id"]) for row in admin.episodes()), default=0)
     return RewardConfig(votes=VOTES, backlog=max(RewardConfig.backlog, newest))
 
