@@ -97,6 +97,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 from learning_figures import (  # noqa: E402
+    STEP_KINDS,
     STEP_SHARES,
     VOTES,
     cell,
@@ -105,6 +106,7 @@ from learning_figures import (  # noqa: E402
     plot,
     pool,
     rate_difference,
+    step_kind,
     summarise,
     toward_goal,
     turned_back,
@@ -379,13 +381,14 @@ def warm_judge(
     labels every step (a heuristic judge without noise); the tiny reward model learns to rank
     the oracle's verdict first (rank loss, as the arms' judge scores its two verdicts) on nine
     tenths of the episodes. Its step accuracy on the other tenth is reported before and after,
-    overall and on the good and the bad steps apart, beside the share of good steps there
-    (what always answering "good" scores). Returns the judge's checkpoint, its training steps
+    overall, on the good and the bad steps apart, and on the bad steps by ``step_kind`` (moves
+    the wrong way, other actions), beside the share of good steps there (what always answering
+    "good" scores). Returns the judge's checkpoint, its training steps
     (labelled, for ``--judge-anchor``) and its figures."""
     started = time.monotonic()
     env = {"BIGWORLD_RECORD_DISTANCE": "true", "BIGWORLD_FORGE_ENABLED": "false"}
     server = serve(work / "judge-world", args, **env)
-    labelled: dict[int, list[Choice]] = {}
+    labelled: dict[int, list[tuple[Choice, str]]] = {}  # each step and its step_kind
     try:
         admin = BigWorldClient(server.url, server.admin_token)
         players: list[Any] = [ExplorerPolicy(args.seed), RandomPolicy(args.seed)]
@@ -404,26 +407,31 @@ def warm_judge(
             episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
             if episode is not None:
                 labelled[episode.rollout.episode_id] = [
-                    verdict_choice(step.reward_prompt, step.votes[0].score)
+                    (
+                        verdict_choice(step.reward_prompt, step.votes[0].score),
+                        step_kind(step.observation),
+                    )
                     for step in episode.steps
                     if step.votes and step.votes[0].score
                 ]
     finally:
         server.stop()
     episodes = sorted(labelled)
-    train = [c for i, e in enumerate(episodes) for c in labelled[e] if i % 10 != 9]
-    held_out = [c for i, e in enumerate(episodes) for c in labelled[e] if i % 10 == 9]
+    train = [c for i, e in enumerate(episodes) for c, _ in labelled[e] if i % 10 != 9]
+    held_kinds = [(c, k) for i, e in enumerate(episodes) for c, k in labelled[e] if i % 10 == 9]
+    held_out = [c for c, _ in held_kinds]
     random.Random(args.seed).shuffle(train)
     config = TrainConfig(batch_size=16, micro_batch_size=8, lr=args.bc_lr, device="cpu")
     learner = Learner(init, config, lr=args.bc_lr, version="init", resolve=lambda v: None)
     good = [c for c in held_out if c.chosen == 0]  # verdict +1, the first of VERDICTS
-    bad = [c for c in held_out if c.chosen != 0]
+    parts = {"all": held_out, "good": good, "bad": [c for c in held_out if c.chosen != 0]}
+    parts |= {
+        f"bad_{kind}": [c for c, k in held_kinds if c.chosen != 0 and k == kind]
+        for kind in STEP_KINDS
+    }
 
     def accuracy() -> dict[str, float]:
-        return {
-            name: round(rank_accuracy(learner, steps), 3)
-            for name, steps in (("all", held_out), ("good", good), ("bad", bad))
-        }
+        return {name: round(rank_accuracy(learner, steps), 3) for name, steps in parts.items()}
 
     before = accuracy()
     clock, losses = time.monotonic(), []
@@ -1048,8 +1056,9 @@ def main() -> int:
                     {v: [a, seed["reward_votes"][v]] for v, a in seed["reward_accuracy"].items()}
                 )
                 by_step = json.dumps(seed["reward_by_step"])
+                counted = json.dumps(seed["reward_votes_by_step"])
                 print(f"{s['arm']}, seed {i + 1}: the reward model's step accuracy [and votes]")
-                print(f"  by version {accuracy}; on good, bad, failures' good steps {by_step}")
+                print(f"  by version {accuracy}; by the kind of step {by_step}, votes {counted}")
         signal = {
             key: f"kept {g['kept']}, sign agrees {cell(g['agree'])}"
             for key, g in s["grouping_signal"].items()

@@ -71,9 +71,11 @@ def inspect_steps(
 def judge_accuracy(details: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The reward model's votes against the oracle's verdicts (:func:`progress`), per version:
     the share that agree (``reward_accuracy``), how many were counted (``reward_votes``), and
-    the share that agree on the steps the oracle calls good, on those it calls bad, and on the
+    the share that agree on the steps the oracle calls good, on those it calls bad, on the
     good steps of episodes that failed, where consistency with the outcome pulls the other
-    way (``reward_by_step``)."""
+    way, and on the bad steps apart by :func:`step_kind` (``bad_move``: a move the wrong way;
+    ``bad_other``: any other action) (``reward_by_step``), with the votes counted in each
+    (``reward_votes_by_step``)."""
     cells: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for detail in details:
         votes = defaultdict(list)
@@ -87,6 +89,7 @@ def judge_accuracy(details: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             kinds = ["all", "good" if truth > 0 else "bad"]
             kinds += ["good_in_failures"] if truth > 0 and failed else []
+            kinds += [f"bad_{step_kind(step['observation'])}"] if truth < 0 else []
             for j in votes[step["step"]][:VOTES]:
                 for kind in kinds:
                     cell = cells[j["model_version"]][kind]
@@ -98,6 +101,7 @@ def judge_accuracy(details: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "reward_accuracy": {v: s.pop("all") for v, s in share.items()},
         "reward_votes": {v: c["all"][1] for v, c in versions},
         "reward_by_step": share,
+        "reward_votes_by_step": {v: {k: n for k, (_, n) in c.items()} for v, c in versions},
     }
 
 
@@ -233,6 +237,15 @@ def credit_by_move(
         for kind in (*MOVE_KINDS, *(f"{k}_uniform" for k in MOVE_KINDS))
         if (values := cells.get(kind))
     }
+
+
+STEP_KINDS = ("move", "other")  # what step_kind tells apart
+
+
+def step_kind(observation: str) -> str:
+    """``move`` where the step took the avatar to another place (what followed it reads "You
+    arrive at the …"), else ``other``: a wrong turn is a bad step of the first kind."""
+    return "move" if _place(observation, "You arrive at the ") is not None else "other"
 
 
 def _place(observation: str, opening: str) -> str | None:
@@ -376,6 +389,7 @@ def summarise(
         "reward_accuracy": result["reward_accuracy"],
         "reward_votes": result["reward_votes"],
         "reward_by_step": result["reward_by_step"],
+        "reward_votes_by_step": result["reward_votes_by_step"],
         "grouping_signal": result["grouping_signal"],
         "credit_by_move": result["credit_by_move"],
         "last_update": {k: round(v, 4) for k, v in last.items()},
@@ -442,6 +456,7 @@ def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                     "reward_accuracy",
                     "reward_votes",
                     "reward_by_step",
+                    "reward_votes_by_step",
                     "credit_by_move",
                     "forge",
                 )

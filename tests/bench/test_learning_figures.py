@@ -69,6 +69,7 @@ def test_an_arms_share_of_good_steps_is_pooled_over_seeds_by_step() -> None:
             "reward_accuracy": {},
             "reward_votes": {},
             "reward_by_step": {},
+            "reward_votes_by_step": {},
         }
         return {
             "arm": "outcome_only",
@@ -186,9 +187,10 @@ def test_ranked_failed_groups_credit_the_moves_the_votes_call_good() -> None:
     assert credit_by_move(details, TrainConfig(mode="integrated_frozen_rm")) == {}
 
 
-def test_the_judge_is_measured_on_good_and_bad_steps_and_on_the_good_steps_of_failures() -> None:
-    # a failed episode: 3 → 2 (good) → 3 (bad); a won one: 1 → goal (good)
-    failed, won = episode(3, [2, 3]), episode(1, [0], success=True)
+def test_the_judge_is_measured_on_good_and_bad_steps_the_good_steps_of_failures_and_moves() -> None:
+    # a failed episode: 3 → 2 (good) → 3 (bad, a move) → 3 (bad, not a move); a won one
+    failed, won = episode(3, [2, 3, 3]), episode(1, [0], success=True)
+    failed["steps"][1]["observation"] = "You arrive at the road 1. On it, you see nothing."
 
     def judged(detail: dict, version: str, scores: list[int]) -> dict:
         votes = [
@@ -196,11 +198,36 @@ def test_the_judge_is_measured_on_good_and_bad_steps_and_on_the_good_steps_of_fa
         ]
         return {**detail, "judgments": votes}
 
-    # version 1 calls every step bad; version 2 gets them all right
+    # version 1 calls every step bad; version 2 calls every move good, like a judge that reads
+    # the action's words and not where it leads
     figures = judge_accuracy(
-        [judged(failed, "1", [-1, -1]), judged(won, "1", [-1]), judged(failed, "2", [1, -1])]
+        [
+            judged(failed, "1", [-1, -1, -1]),
+            judged(won, "1", [-1]),
+            judged(failed, "2", [1, 1, -1]),
+        ]
     )
-    assert figures["reward_accuracy"] == {"1": round(1 / 3, 3), "2": 1.0}
-    assert figures["reward_votes"] == {"1": 3, "2": 2}
-    assert figures["reward_by_step"]["1"] == {"good": 0.0, "bad": 1.0, "good_in_failures": 0.0}
-    assert figures["reward_by_step"]["2"] == {"good": 1.0, "bad": 1.0, "good_in_failures": 1.0}
+    assert figures["reward_accuracy"] == {"1": 0.5, "2": round(2 / 3, 3)}
+    assert figures["reward_votes"] == {"1": 4, "2": 3}
+    assert figures["reward_votes_by_step"]["2"] == {
+        "all": 3,
+        "good": 1,
+        "good_in_failures": 1,
+        "bad": 2,
+        "bad_move": 1,
+        "bad_other": 1,
+    }
+    assert figures["reward_by_step"]["1"] == {
+        "good": 0.0,
+        "bad": 1.0,
+        "good_in_failures": 0.0,
+        "bad_move": 1.0,
+        "bad_other": 1.0,
+    }
+    assert figures["reward_by_step"]["2"] == {
+        "good": 1.0,
+        "bad": 0.5,
+        "good_in_failures": 1.0,
+        "bad_move": 0.0,
+        "bad_other": 1.0,
+    }
