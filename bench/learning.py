@@ -57,7 +57,8 @@ goal) over those windows, all of them and split one move from the goal or farthe
 share of moves that went straight back where the last move came from (each share's difference
 against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
-plan distance) per version over the whole run, and for each way of grouping rollouts how often
+plan distance) per version over the whole run, on the good and the bad steps apart and on the
+bad steps by kind (moves the wrong way, other actions), and for each way of grouping rollouts how often
 the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
 gives the cleaner signal; ``ARM@KEY`` arms show which learns faster), and for each trained
 arm where its trainer's settings put their credit, by kind of move (the winning move, moves
