@@ -58,9 +58,9 @@ share of moves that went straight back where the last move came from (each share
 against the base arm), the trainer's figures, prompt tokens and candidates per
 step (p50, p95), for the reward model its step accuracy (votes agreeing with the oracle's
 plan distance) per version over the whole run, on the good and the bad steps apart and on the
-bad steps by kind (moves the wrong way, other actions), and for each way of grouping rollouts how often
-the outcome-only advantage's sign agrees with the oracle's verdict on the step (which grouping
-gives the cleaner signal; ``ARM@KEY`` arms show which learns faster), and for each trained
+bad steps by kind (moves the wrong way, other actions), and for each way of grouping rollouts
+how often the outcome-only advantage's sign agrees with the oracle's verdict on the step (which
+grouping gives the cleaner signal; ``ARM@KEY`` arms show which learns faster), and for each trained
 arm where its trainer's settings put their credit, by kind of move (the winning move, moves
 straight back after a wrong or a right move, others toward the goal or not). On the go_to rung it
 checks the bar: the trained arm's last ``--window`` episodes reach the frozen arm's rate + 0.25
@@ -384,8 +384,8 @@ def warm_judge(
     tenths of the episodes. Its step accuracy on the other tenth is reported before and after,
     overall, on the good and the bad steps apart, and on the bad steps by ``step_kind`` (moves
     the wrong way, other actions), beside the share of good steps there (what always answering
-    "good" scores). Returns the judge's checkpoint, its training steps
-    (labelled, for ``--judge-anchor``) and its figures."""
+    "good" scores). Returns the judge's checkpoint, its training steps (labelled, for
+    ``--judge-anchor``) and its figures."""
     started = time.monotonic()
     env = {"BIGWORLD_RECORD_DISTANCE": "true", "BIGWORLD_FORGE_ENABLED": "false"}
     server = serve(work / "judge-world", args, **env)
