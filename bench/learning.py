@@ -266,16 +266,17 @@ def prepare(args: argparse.Namespace, work: Path) -> Start:
             # neighbourhood where no task of the family can be made any more
             other = admin.create_agent(f"random-{family}", "policy").token
             _play(server.url, other, RandomPolicy(args.seed), family, args.demos // 4)
+        played = list(admin.episodes())
         judges = RewardRunner(
             BigWorldClient(server.url, admin.create_agent("prep-judge", "reward").token),
             HeuristicJudge(noise=args.judge_noise, seed=args.seed),
-            _every_episode(admin),  # with the arms' votes, so their judges find no past to judge
+            _every_episode(played),  # with the arms' votes, so their judges find no past to judge
         )
         while judges.run_once():
             pass
         choices: dict[int, list[Choice]] = defaultdict(list)  # episode → demonstrated choices
         verdicts, tasks = [], defaultdict(set)
-        for row in admin.episodes():
+        for row in played:
             episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
             if episode is None:
                 continue
@@ -401,10 +402,11 @@ def warm_judge(
                 token = admin.create_agent(f"judge-demo-{family}-{i}", "policy").token
                 _play(server.url, token, policy, family, args.demos)
         oracle = BigWorldClient(server.url, admin.create_agent("judge-oracle", "reward").token)
-        judges = RewardRunner(oracle, HeuristicJudge(0.0, args.seed), _every_episode(admin))
+        played = list(admin.episodes())
+        judges = RewardRunner(oracle, HeuristicJudge(0.0, args.seed), _every_episode(played))
         while judges.run_once():
             pass
-        for row in admin.episodes():
+        for row in played:
             episode = episode_from_detail(admin.episode(row["id"]), votes=VOTES, use_votes=True)
             if episode is not None:
                 labelled[episode.rollout.episode_id] = [
@@ -458,12 +460,12 @@ def warm_judge(
     return path, labels, figures
 
 
-def _every_episode(admin: BigWorldClient) -> RewardConfig:
-    """A warm start's judging, with the arms' votes: every episode of its world. A judge lists
-    only the last ``backlog`` episode ids before the newest it has seen, and a warm start can
-    play more than the default 1,000 (``--warm-judge --judge-stumbling`` with ``--demos 480``:
-    1,440)."""
-    newest = max((int(row["id"]) for row in admin.episodes()), default=0)
+def _every_episode(played: Sequence[dict[str, Any]]) -> RewardConfig:
+    """A warm start's judging, with the arms' votes: every episode of its world (``played``,
+    as listed). A judge lists only the last ``backlog`` episode ids before the newest it has
+    seen, and a warm start can play more than the default 1,000 (``--warm-judge
+    --judge-stumbling`` with ``--demos 480``: 1,440)."""
+    newest = max((int(row["id"]) for row in played), default=0)
     return RewardConfig(votes=VOTES, backlog=max(RewardConfig.backlog, newest))
 
 

@@ -15,20 +15,17 @@ from learning import VOTES, _every_episode  # noqa: E402
 from agents.reward_agent import RewardConfig  # noqa: E402
 
 
-class Episodes:
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def episodes(self, **_: Any) -> list[dict[str, Any]]:
-        return [{"id": str(i)} for i in range(1, self.n + 1)]
+def episodes(n: int) -> list[dict[str, Any]]:
+    """The rows of ``n`` episodes as the API lists them (ids as strings)."""
+    return [{"id": str(i)} for i in range(1, n + 1)]
 
 
 def test_the_backlog_reaches_the_first_episode_of_a_large_warm_start() -> None:
-    config = _every_episode(Episodes(1440))  # type: ignore[arg-type]
+    config = _every_episode(episodes(1440))
     assert config.backlog >= 1440 > RewardConfig.backlog
     assert config.votes == VOTES
 
 
 def test_a_small_warm_start_keeps_the_default_backlog() -> None:
-    assert _every_episode(Episodes(0)).backlog == RewardConfig.backlog  # type: ignore[arg-type]
-    assert _every_episode(Episodes(360)).backlog == RewardConfig.backlog  # type: ignore[arg-type]
+    assert _every_episode(episodes(0)).backlog == RewardConfig.backlog
+    assert _every_episode(episodes(360)).backlog == RewardConfig.backlog
